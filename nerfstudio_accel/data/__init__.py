@@ -1,0 +1,1 @@
+"""Synthetic datasets for testing and benchmarking nerfstudio_accel."""

@@ -1,0 +1,1 @@
+"""Radiance fields exposing pre-activation outputs."""

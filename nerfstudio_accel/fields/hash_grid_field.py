@@ -1,0 +1,129 @@
+"""HashGridField: an Instant-NGP radiance field that exposes its pre-activation outputs.
+
+Built from nerfstudio's field components (multiresolution ``HashEncoding``, ``SHEncoding``, ``MLP``),
+on tiny-cuda-nn when it is installed and the field lives on CUDA, pure PyTorch otherwise.
+
+The split ``field_raw`` (pre-activation density and colour) / ``activate`` is the seam hard sample
+mining uses: it scores samples by the loss gradient w.r.t. the raw outputs.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import logging
+from typing import Literal, Optional, Tuple
+
+import torch
+from jaxtyping import Float
+from nerfstudio.field_components.activations import trunc_exp
+from nerfstudio.field_components.encodings import HashEncoding, SHEncoding
+from nerfstudio.field_components.mlp import MLP
+from torch import Tensor, nn
+
+logger = logging.getLogger(__name__)
+_ANNOUNCED: set = set()
+
+
+def choose_implementation(device: Optional[torch.device]) -> Literal["tcnn", "torch"]:
+    """``tcnn`` when tiny-cuda-nn is importable and ``device`` is CUDA, else ``torch`` (said once per choice)."""
+    has_tcnn = importlib.util.find_spec("tinycudann") is not None
+    device_type = torch.device(device).type if device is not None else "cpu"
+    choice: Literal["tcnn", "torch"] = "tcnn" if has_tcnn and device_type == "cuda" else "torch"
+    if choice not in _ANNOUNCED:
+        _ANNOUNCED.add(choice)
+        why = "tiny-cuda-nn found" if choice == "tcnn" else ("on " + device_type if has_tcnn else "tiny-cuda-nn not installed")
+        logger.warning("accel hash-grid field: %s implementation (%s)", choice, why)
+    return choice
+
+
+class HashGridField(nn.Module):
+    """Density from a hash grid + small MLP; view-dependent colour from SH-encoded directions.
+
+    Args:
+        aabb: scene box ``(2, 3)`` (min corner, max corner) in world units.
+        contract: map unbounded space into the grid (inf-norm scene contraction around the box).
+        num_levels, min_res, max_res, log2_hashmap_size, features_per_level: hash-grid shape.
+        hidden_dim, geo_feat_dim, hidden_dim_color, num_layers_color: MLP sizes.
+        implementation: ``tcnn`` or ``torch`` (see :func:`choose_implementation`).
+    """
+
+    def __init__(
+        self,
+        aabb: Float[Tensor, "2 3"],
+        contract: bool = False,
+        num_levels: int = 16,
+        min_res: int = 16,
+        max_res: int = 2048,
+        log2_hashmap_size: int = 19,
+        features_per_level: int = 2,
+        hidden_dim: int = 64,
+        geo_feat_dim: int = 15,
+        hidden_dim_color: int = 64,
+        num_layers_color: int = 2,
+        implementation: Literal["tcnn", "torch"] = "torch",
+    ) -> None:
+        super().__init__()
+        self.register_buffer("aabb", aabb.detach().clone().float())
+        self.contract = contract
+        self.implementation = implementation
+        self.geo_feat_dim = geo_feat_dim
+        self.position_encoding = HashEncoding(
+            num_levels=num_levels,
+            min_res=min_res,
+            max_res=max_res,
+            log2_hashmap_size=log2_hashmap_size,
+            features_per_level=features_per_level,
+            implementation=implementation,
+        )
+        self.density_mlp = MLP(
+            in_dim=self.position_encoding.get_out_dim(),
+            num_layers=2,
+            layer_width=hidden_dim,
+            out_dim=1 + geo_feat_dim,
+            activation=nn.ReLU(),
+            implementation=implementation,
+        )
+        self.direction_encoding = SHEncoding(levels=4, implementation=implementation)
+        self.color_mlp = MLP(
+            in_dim=self.direction_encoding.get_out_dim() + geo_feat_dim,
+            num_layers=num_layers_color + 1,
+            layer_width=hidden_dim_color,
+            out_dim=3,
+            activation=nn.ReLU(),
+            implementation=implementation,
+        )
+
+    def unit_positions(self, positions: Float[Tensor, "n 3"]) -> Float[Tensor, "n 3"]:
+        """World positions to hash-grid coordinates in ``[0, 1]^3`` (contracted or clamped to the box)."""
+        lower, upper = self.aabb[0], self.aabb[1]
+        if self.contract:
+            centered = (positions - 0.5 * (lower + upper)) / (0.5 * (upper - lower))  # box -> [-1, 1]^3
+            magnitude = centered.abs().amax(dim=-1, keepdim=True).clamp(min=1e-6)
+            contracted = torch.where(magnitude < 1, centered, (2 - 1 / magnitude) * (centered / magnitude))
+            return (contracted + 2.0) / 4.0
+        return ((positions - lower) / (upper - lower)).clamp(0.0, 1.0)
+
+    def _density_head(self, positions: Float[Tensor, "n 3"]) -> Float[Tensor, "n geo_plus_one"]:
+        return self.density_mlp(self.position_encoding(self.unit_positions(positions)))
+
+    def field_raw(
+        self, positions: Float[Tensor, "n 3"], directions: Float[Tensor, "n 3"]
+    ) -> Tuple[Float[Tensor, "n 1"], Float[Tensor, "n 3"]]:
+        """Pre-activation density ``sigma'`` and colour ``c'`` at points seen from unit ``directions``."""
+        head = self._density_head(positions)
+        raw_density, geo_features = head[:, :1], head[:, 1:]
+        sh_input = (directions + 1.0) / 2.0 if self.implementation == "tcnn" else directions
+        direction_features = self.direction_encoding(sh_input)
+        raw_color = self.color_mlp(torch.cat([direction_features.to(geo_features), geo_features], dim=-1))
+        return raw_density, raw_color
+
+    @staticmethod
+    def activate(
+        raw_density: Float[Tensor, "n 1"], raw_color: Float[Tensor, "n 3"]
+    ) -> Tuple[Float[Tensor, "n 1"], Float[Tensor, "n 3"]]:
+        """Density ``trunc_exp(sigma' - 1)`` (>= 0, per world unit) and colour ``sigmoid(c')`` in ``[0, 1]``."""
+        return trunc_exp(raw_density.float() - 1.0), torch.sigmoid(raw_color.float())
+
+    def density(self, positions: Float[Tensor, "n 3"]) -> Float[Tensor, "n 1"]:
+        """Activated density only (grid updates and culling)."""
+        return trunc_exp(self._density_head(positions)[:, :1].float() - 1.0)

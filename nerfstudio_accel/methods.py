@@ -1,0 +1,72 @@
+"""The catalogue: nerfstudio ``MethodSpecification`` objects named by this package's entry points.
+
+nerfstudio loads every ``nerfstudio.method_configs`` entry point when ``ns-train`` starts and does
+not guard the import, so an error here would take down ``ns-train`` for every method. Each spec is
+therefore built inside a guard: on failure the entry point yields an :class:`UnavailableMethod`,
+which nerfstudio skips with a one-line warning, and its own methods keep working.
+"""
+
+from __future__ import annotations
+
+import traceback
+from typing import Callable, Union
+
+from nerfstudio.plugins.types import MethodSpecification
+
+
+class UnavailableMethod:
+    """Stands in for a method whose code failed to import; its repr is the one-line reason."""
+
+    def __init__(self, name: str, error: BaseException) -> None:
+        self.name = name
+        self.reason = "".join(traceback.format_exception_only(type(error), error)).strip().splitlines()[-1]
+
+    def __repr__(self) -> str:
+        return f"<{self.name} unavailable: nerfstudio-accel failed to import ({self.reason})>"
+
+
+def _guarded(name: str, build: Callable[[], MethodSpecification]) -> Union[MethodSpecification, UnavailableMethod]:
+    try:
+        return build()
+    except Exception as error:  # any import-time failure must not escape into ns-train
+        return UnavailableMethod(name, error)
+
+
+def _accel_ngp() -> MethodSpecification:
+    from nerfstudio.configs.base_config import ViewerConfig
+    from nerfstudio.data.datamanagers.base_datamanager import VanillaDataManagerConfig
+    from nerfstudio.data.dataparsers.nerfstudio_dataparser import NerfstudioDataParserConfig
+    from nerfstudio.engine.optimizers import AdamOptimizerConfig
+    from nerfstudio.engine.schedulers import ExponentialDecaySchedulerConfig
+    from nerfstudio.engine.trainer import TrainerConfig
+
+    from nerfstudio_accel.models.accel_ngp import AccelNGPModelConfig
+    from nerfstudio_accel.pipelines.accel_pipeline import AccelPipelineConfig
+
+    config = TrainerConfig(
+        method_name="accel-ngp",
+        steps_per_eval_batch=500,
+        steps_per_eval_image=500,
+        steps_per_save=2000,
+        max_num_iterations=30000,
+        mixed_precision=True,
+        pipeline=AccelPipelineConfig(
+            datamanager=VanillaDataManagerConfig(dataparser=NerfstudioDataParserConfig(), eval_num_rays_per_batch=4096),
+            model=AccelNGPModelConfig(eval_num_rays_per_chunk=8192),
+        ),
+        optimizers={
+            "fields": {
+                "optimizer": AdamOptimizerConfig(lr=1e-2, eps=1e-15),
+                "scheduler": ExponentialDecaySchedulerConfig(lr_final=1e-4, max_steps=200000),
+            }
+        },
+        viewer=ViewerConfig(num_rays_per_chunk=1 << 12),
+        vis="viewer",
+    )
+    return MethodSpecification(
+        config=config,
+        description="Instant-NGP on an occupancy grid; runs on CPU or GPU, nerfacc CUDA ops optional (nerfstudio-accel).",
+    )
+
+
+accel_ngp = _guarded("accel-ngp", _accel_ngp)

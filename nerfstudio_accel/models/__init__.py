@@ -1,0 +1,1 @@
+"""nerfstudio models of this package."""

@@ -1,0 +1,198 @@
+"""accel-ngp: Instant-NGP style model with an occupancy-grid sampler that runs with or without nerfacc's CUDA ops.
+
+A training step goes through three seams that pipelines (e.g. hard sample mining) can drive one by one:
+
+- :meth:`AccelNGPModel.sample`: rays -> packed samples through occupied space (no graph);
+- :meth:`AccelNGPModel.field_raw`: samples -> pre-activation density ``sigma'`` and colour ``c'``;
+- :meth:`AccelNGPModel.render`: raw outputs -> activated, composited pixels in fp32.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Dict, List, Literal, Optional, Tuple, Type
+
+import torch
+from jaxtyping import Float
+from nerfstudio.cameras.rays import RayBundle
+from nerfstudio.engine.callbacks import TrainingCallback, TrainingCallbackAttributes, TrainingCallbackLocation
+from nerfstudio.models.base_model import Model, ModelConfig
+from nerfstudio.utils import colormaps
+from torch import Tensor
+from torch.nn import Parameter
+
+from nerfstudio_accel.fields.hash_grid_field import HashGridField, choose_implementation
+from nerfstudio_accel.metrics import ImageMetrics
+from nerfstudio_accel.rendering import BackgroundMode, background_colors, composite_ground_truth, render_packed
+from nerfstudio_accel.sampling.occupancy import MarchingOptions, OccupancySampler, SamplerBackend
+from nerfstudio_accel.sampling.packed import PackedSamples
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class AccelNGPModelConfig(ModelConfig):
+    """accel-ngp model: hash-grid field + occupancy-grid sampling + fp32 packed rendering."""
+
+    _target: Type = field(default_factory=lambda: AccelNGPModel)
+    enable_collider: bool = False
+    """The occupancy grid bounds the rays; no collider needed."""
+    collider_params: Optional[Dict[str, float]] = None
+    sampler_backend: SamplerBackend = "auto"
+    """Ray marching: nerfacc CUDA ops (nerfacc), pure PyTorch (torch), or nerfacc when it loads (auto)."""
+    scene_contraction: Literal["auto", "on", "off"] = "auto"
+    """Contract unbounded space into the grid. auto: off for blender-data, on for other data."""
+    grid_resolution: int = 128
+    """Occupancy grid cells per axis (per level)."""
+    grid_levels: Optional[int] = None
+    """Grid levels (each twice the extent of the last); default 1 bounded, 4 contracted."""
+    render_step_size: Optional[float] = None
+    """Minimum marching step in world units; default: scene-box diagonal / 1000."""
+    cone_angle: Optional[float] = None
+    """Steps grow as distance * cone_angle; default 0 bounded, 1/256 contracted."""
+    near_plane: float = 0.05
+    far_plane: float = 1e3
+    alpha_threshold: float = 1e-2
+    """Skip samples whose opacity is below this."""
+    early_stop_eps: float = 1e-4
+    """Stop marching a ray once its transmittance is below this."""
+    grid_update_every: int = 16
+    """Update the occupancy grid every this many steps."""
+    grid_warmup_steps: int = 256
+    """Evaluate every cell on updates until this step, then a random quarter plus occupied cells."""
+    grid_ema_decay: float = 0.95
+    occupancy_threshold: float = 1e-2
+    """A cell is occupied when density * step exceeds min(this, mean occupancy)."""
+    background: BackgroundMode = "random"
+    """Background behind the object: random colour per ray in training (needs alpha), white or black.
+    Evaluation with random uses white."""
+    num_levels: int = 16
+    """Hash-grid levels."""
+    max_res: int = 2048
+    """Finest hash-grid resolution."""
+    log2_hashmap_size: int = 19
+    """Entries per hash-grid level, as a power of two."""
+    hidden_dim: int = 64
+    hidden_dim_color: int = 64
+
+
+class AccelNGPModel(Model):
+    """Instant-NGP on an occupancy grid, with a torch reference path for every nerfacc op."""
+
+    config: AccelNGPModelConfig
+
+    def populate_modules(self) -> None:
+        super().populate_modules()
+        cfg = self.config
+        contract = cfg.scene_contraction == "on"
+        aabb = self.scene_box.aabb.float()
+        self.field = HashGridField(
+            aabb=aabb,
+            contract=contract,
+            num_levels=cfg.num_levels,
+            max_res=cfg.max_res,
+            log2_hashmap_size=cfg.log2_hashmap_size,
+            hidden_dim=cfg.hidden_dim,
+            hidden_dim_color=cfg.hidden_dim_color,
+            implementation=choose_implementation(self.kwargs.get("device")),
+        )
+        levels = cfg.grid_levels if cfg.grid_levels is not None else (4 if contract else 1)
+        self.sampler = OccupancySampler(aabb.flatten(), resolution=cfg.grid_resolution, levels=levels, backend=cfg.sampler_backend)
+        diagonal = float(torch.linalg.norm(aabb[1] - aabb[0]))
+        self.marching = MarchingOptions(
+            render_step_size=cfg.render_step_size if cfg.render_step_size is not None else diagonal / 1000,
+            cone_angle=cfg.cone_angle if cfg.cone_angle is not None else (1 / 256 if contract else 0.0),
+            near_plane=cfg.near_plane,
+            far_plane=cfg.far_plane,
+            alpha_threshold=cfg.alpha_threshold,
+            early_stop_eps=cfg.early_stop_eps,
+        )
+        self.background_mode: BackgroundMode = cfg.background
+        self.image_metrics = ImageMetrics()
+
+    def get_param_groups(self) -> Dict[str, List[Parameter]]:
+        return {"fields": list(self.field.parameters())}
+
+    def get_training_callbacks(self, training_callback_attributes: TrainingCallbackAttributes) -> List[TrainingCallback]:
+        def update_grid(step: int) -> None:
+            self.sampler.update(
+                step,
+                self.field.density,
+                self.marching.render_step_size,
+                occupancy_threshold=self.config.occupancy_threshold,
+                ema_decay=self.config.grid_ema_decay,
+                warmup_steps=self.config.grid_warmup_steps,
+                every_n_steps=self.config.grid_update_every,
+            )
+
+        return [TrainingCallback([TrainingCallbackLocation.BEFORE_TRAIN_ITERATION], update_grid, update_every_num_iters=1)]
+
+    # --- the three seams -------------------------------------------------------------------------
+
+    def sample(self, ray_bundle: RayBundle) -> PackedSamples:
+        """Packed samples through occupied space, culled by opacity and early stop (train and eval alike)."""
+        origins = ray_bundle.origins.reshape(-1, 3)
+        directions = ray_bundle.directions.reshape(-1, 3)
+        nears = ray_bundle.nears.reshape(-1) if ray_bundle.nears is not None else None
+        fars = ray_bundle.fars.reshape(-1) if ray_bundle.fars is not None else None
+        ray_indices, t_starts, t_ends = self.sampler.sample(
+            origins, directions, self.marching, density_fn=self.field.density, near_planes=nears, far_planes=fars
+        )
+        return PackedSamples(ray_indices, t_starts, t_ends, origins.float(), directions.float())
+
+    def field_raw(self, samples: PackedSamples) -> Tuple[Float[Tensor, "n 1"], Float[Tensor, "n 3"]]:
+        """Pre-activation density and colour of each sample."""
+        return self.field.field_raw(samples.positions, samples.sample_directions)
+
+    def render(
+        self, samples: PackedSamples, raw_density: Float[Tensor, "n 1"], raw_color: Float[Tensor, "n 3"]
+    ) -> Dict[str, Tensor]:
+        """Activations and fp32 compositing over this step's background colours."""
+        density, color = self.field.activate(raw_density, raw_color)
+        background = background_colors(self.background_mode, samples.n_rays, density.device, self.training)
+        use_nerfacc = self.sampler.backend_for(density.device) == "nerfacc"
+        outputs = render_packed(samples, density, color, background, use_nerfacc=use_nerfacc)
+        outputs["background"] = background
+        outputs["num_samples_per_ray"] = samples.samples_per_ray()
+        return outputs
+
+    # --- nerfstudio Model API --------------------------------------------------------------------
+
+    def get_outputs(self, ray_bundle: RayBundle) -> Dict[str, Tensor]:
+        with torch.no_grad():
+            samples = self.sample(ray_bundle)
+        raw_density, raw_color = self.field_raw(samples)
+        outputs = self.render(samples, raw_density, raw_color)
+        outputs.pop("weights")
+        return outputs
+
+    def get_metrics_dict(self, outputs: Dict[str, Tensor], batch: Dict[str, Tensor]) -> Dict[str, Tensor]:
+        image = batch["image"].to(self.device)
+        target = composite_ground_truth(image, outputs["background"])
+        return {
+            "psnr": -10.0 * torch.log10(torch.mean((outputs["rgb"].detach() - target) ** 2).clamp(min=1e-10)),
+            "num_samples_per_batch": outputs["num_samples_per_ray"].sum(),
+        }
+
+    def get_loss_dict(self, outputs: Dict[str, Tensor], batch: Dict[str, Tensor], metrics_dict=None) -> Dict[str, Tensor]:
+        image = batch["image"].to(self.device)
+        target = composite_ground_truth(image, outputs["background"])
+        return {"rgb_loss": torch.mean((outputs["rgb"] - target) ** 2)}
+
+    def get_image_metrics_and_images(
+        self, outputs: Dict[str, Tensor], batch: Dict[str, Tensor]
+    ) -> Tuple[Dict[str, float], Dict[str, Tensor]]:
+        image = batch["image"].to(self.device)
+        height, width = image.shape[:2]
+        background = background_colors(self.background_mode, height * width, image.device, training=False)
+        target = composite_ground_truth(image, background.reshape(height, width, 3))
+        rgb = outputs["rgb"]
+        metrics = self.image_metrics(rgb, target)
+        metrics["num_samples_per_ray"] = float(outputs["num_samples_per_ray"].float().mean())
+        images = {
+            "img": torch.cat([target, rgb], dim=1),
+            "accumulation": colormaps.apply_colormap(outputs["accumulation"]),
+            "depth": colormaps.apply_depth_colormap(outputs["depth"], accumulation=outputs["accumulation"]),
+        }
+        return metrics, images

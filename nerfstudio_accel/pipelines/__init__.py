@@ -1,0 +1,1 @@
+"""nerfstudio pipelines of this package."""

@@ -1,0 +1,115 @@
+"""AccelPipeline: nerfstudio's dynamic-batch pipeline plus the set-up accel methods need.
+
+Before nerfstudio loads any data it
+- checks the scene folder and exits with one line naming the problem (no stack trace);
+- resolves ``scene_contraction=auto`` from the data parser (off for blender-data, on otherwise);
+- keeps the alpha channel of RGBA images (nerfstudio's blender parser bakes white into it by
+  default) so the model can blend one background colour into both prediction and target.
+
+During training it sizes the ray batch so each step marches about ``target_num_samples`` samples.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal, Optional, Type
+
+import torch
+from nerfstudio.data.dataparsers.blender_dataparser import BlenderDataParserConfig
+from nerfstudio.data.dataparsers.nerfstudio_dataparser import NerfstudioDataParserConfig
+from nerfstudio.pipelines.dynamic_batch import DynamicBatchPipeline, DynamicBatchPipelineConfig
+
+from nerfstudio_accel.data.validation import SceneDataError, check_blender_scene, check_nerfstudio_scene
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class AccelPipelineConfig(DynamicBatchPipelineConfig):
+    """Dynamic ray batch aiming at a fixed number of samples per step, with input checks."""
+
+    _target: Type = field(default_factory=lambda: AccelPipeline)
+    target_num_samples: Optional[int] = None  # type: ignore[assignment]
+    """Samples per training step the ray batch is sized for; default 2^18 on CUDA, 2^14 elsewhere."""
+    max_num_samples_per_ray: int = 1 << 10
+    """Sets the first step's ray batch: target_num_samples / this."""
+    max_num_rays_per_batch: Optional[int] = None
+    """Upper bound on the dynamic ray batch; default 2^16 on CUDA, 2^12 elsewhere."""
+
+
+def resolve_batch_defaults(config: AccelPipelineConfig, device: str) -> None:
+    """Fill unset batch sizes for ``device``: a CPU step costs ~100x a GPU step per sample."""
+    on_cuda = torch.device(device).type == "cuda"
+    if config.target_num_samples is None:
+        config.target_num_samples = 1 << 18 if on_cuda else 1 << 14
+    if config.max_num_rays_per_batch is None:
+        config.max_num_rays_per_batch = 1 << 16 if on_cuda else 1 << 12
+
+
+def scene_data_path(config: AccelPipelineConfig) -> Optional[Path]:
+    """The scene folder the data manager will read (``--data`` wins over the parser's own)."""
+    data = getattr(config.datamanager, "data", None) or getattr(config.datamanager.dataparser, "data", None)
+    return Path(data) if data is not None else None
+
+
+def check_scene(config: AccelPipelineConfig, test_mode: str) -> None:
+    """Validate the scene folder for the configured parser; raises :class:`SceneDataError`."""
+    data = scene_data_path(config)
+    parser = config.datamanager.dataparser
+    if data is None:
+        return
+    if isinstance(parser, BlenderDataParserConfig):
+        splits = ["train"] + ([test_mode] if test_mode in ("val", "test") else [])
+        check_blender_scene(data, splits)
+    elif isinstance(parser, NerfstudioDataParserConfig):
+        check_nerfstudio_scene(data)
+
+
+def prepare_model_config(config: AccelPipelineConfig) -> None:
+    """Resolve data-dependent model defaults in place (before the model is built)."""
+    model, parser = config.model, config.datamanager.dataparser
+    if getattr(model, "scene_contraction", None) == "auto":
+        model.scene_contraction = "off" if isinstance(parser, BlenderDataParserConfig) else "on"
+    if getattr(parser, "alpha_color", None) is not None and hasattr(model, "background"):
+        parser.alpha_color = None  # keep RGBA: the model blends the background into prediction and target alike
+
+
+class AccelPipeline(DynamicBatchPipeline):
+    """nerfstudio pipeline for accel methods (see module docstring)."""
+
+    config: AccelPipelineConfig
+
+    def __init__(
+        self,
+        config: AccelPipelineConfig,
+        device: str,
+        test_mode: Literal["test", "val", "inference"] = "val",
+        world_size: int = 1,
+        local_rank: int = 0,
+        grad_scaler: Optional[torch.cuda.amp.GradScaler] = None,
+    ):
+        try:
+            check_scene(config, test_mode)
+        except SceneDataError as error:
+            raise SystemExit(f"error: {error}") from None
+        prepare_model_config(config)
+        resolve_batch_defaults(config, device)
+        super().__init__(config, device, test_mode, world_size, local_rank, grad_scaler)
+        self._fall_back_to_white_without_alpha()
+
+    def _fall_back_to_white_without_alpha(self) -> None:
+        """Random backgrounds need an alpha channel: without one, say so once and use white."""
+        model = self.model
+        if getattr(model, "background_mode", None) != "random" or self.datamanager.train_dataset is None:
+            return
+        if self.datamanager.train_dataset.get_image_float32(0).shape[-1] != 4:
+            logger.warning("--pipeline.model.background random needs images with alpha; these have none: using white")
+            model.background_mode = "white"
+
+    def _update_dynamic_num_rays_per_batch(self, num_samples_per_batch: int) -> None:
+        """Scale the ray batch toward ``target_num_samples`` (kept within ``[64, max_num_rays_per_batch]``)."""
+        assert self.config.target_num_samples is not None and self.config.max_num_rays_per_batch is not None
+        rays = self.dynamic_num_rays_per_batch * self.config.target_num_samples / max(num_samples_per_batch, 1)
+        self.dynamic_num_rays_per_batch = int(min(max(rays, 64), self.config.max_num_rays_per_batch))

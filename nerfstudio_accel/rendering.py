@@ -1,0 +1,71 @@
+"""Packed volume rendering in fp32, and background blending / random-background augmentation.
+
+Exponentials, transmittance and sums always run in fp32 with autocast off, whatever precision
+the field ran in: half-precision prefix sums of ``sigma * dt`` lose whole samples on long rays.
+"""
+
+from __future__ import annotations
+
+from typing import Dict, Literal
+
+import torch
+from jaxtyping import Float
+from torch import Tensor
+
+from nerfstudio_accel.sampling import torch_ops
+from nerfstudio_accel.sampling.packed import PackedSamples
+
+BackgroundMode = Literal["random", "white", "black"]
+EVAL_BACKGROUND: Dict[str, tuple] = {"random": (1.0, 1.0, 1.0), "white": (1.0, 1.0, 1.0), "black": (0.0, 0.0, 0.0)}
+"""Fixed colour used outside training: ``random`` trains on random colours and evaluates on white."""
+
+
+def render_packed(
+    samples: PackedSamples,
+    densities: Float[Tensor, "n_samples 1"],
+    colors: Float[Tensor, "n_samples 3"],
+    background: Float[Tensor, "n_rays 3"],
+    use_nerfacc: bool = False,
+) -> Dict[str, Tensor]:
+    """Composite activated densities and colours along packed rays, in fp32.
+
+    Returns ``rgb (n_rays, 3)`` blended over ``background``, ``accumulation (n_rays, 1)``,
+    ``depth (n_rays, 1)`` (expected distance of the visible part) and ``weights (n_samples,)``.
+    ``use_nerfacc`` runs the transmittance scan on nerfacc's CUDA op instead of the torch twin.
+    """
+    device_type = densities.device.type
+    with torch.autocast(device_type=device_type, enabled=False):
+        sigmas = densities.float().reshape(-1)
+        colors = colors.float()
+        n_rays, ray_indices = samples.n_rays, samples.ray_indices
+        if use_nerfacc:
+            from nerfacc.volrend import render_weight_from_density
+
+            weights = render_weight_from_density(
+                samples.t_starts, samples.t_ends, sigmas, ray_indices=ray_indices, n_rays=n_rays
+            )[0]
+        else:
+            weights = torch_ops.render_weight_from_density(samples.t_starts, samples.t_ends, sigmas, ray_indices, n_rays)
+        accumulation = torch_ops.accumulate_along_rays(weights, None, ray_indices, n_rays)
+        rgb = torch_ops.accumulate_along_rays(weights, colors, ray_indices, n_rays)
+        depth = torch_ops.accumulate_along_rays(weights, samples.t_mids[:, None], ray_indices, n_rays)
+        depth = depth / torch.clamp(accumulation, min=1e-10)
+        rgb = rgb + (1.0 - accumulation) * background.float()
+    return {"rgb": rgb, "accumulation": accumulation, "depth": depth, "weights": weights}
+
+
+def background_colors(mode: BackgroundMode, n_rays: int, device: torch.device, training: bool) -> Float[Tensor, "n_rays 3"]:
+    """Per-ray background: a uniform random colour per ray when ``mode == 'random'`` and training,
+    otherwise the fixed colour of :data:`EVAL_BACKGROUND`."""
+    if mode == "random" and training:
+        return torch.rand(n_rays, 3, device=device)
+    return torch.tensor(EVAL_BACKGROUND[mode], device=device).expand(n_rays, 3)
+
+
+def composite_ground_truth(image: Float[Tensor, "*batch channels"], background: Float[Tensor, "*batch 3"]) -> Float[Tensor, "*batch 3"]:
+    """Blend an RGBA target over ``background`` (the same colours the prediction was blended over);
+    RGB targets pass through unchanged."""
+    if image.shape[-1] == 4:
+        alpha = image[..., 3:4]
+        return image[..., :3] * alpha + background.to(image) * (1.0 - alpha)
+    return image[..., :3]

@@ -1,0 +1,1 @@
+"""Samplers that place points along rays: occupancy grid (nerfacc or pure PyTorch)."""

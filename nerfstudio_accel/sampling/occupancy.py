@@ -1,0 +1,206 @@
+"""OccupancySampler: empty-space skipping with an occupancy grid, on nerfacc CUDA ops or pure PyTorch.
+
+One grid state for both backends: a nerfacc ``OccGridEstimator`` holds the multi-level binary
+grid and its EMA update (plain torch, any device). The backend only decides how rays are
+marched through it and how the packed visibility scan runs:
+
+- ``nerfacc``: nerfacc's compiled ``traverse_grids`` and packed scans (CUDA tensors only);
+- ``torch``: :mod:`nerfstudio_accel.sampling.torch_ops` (CPU, MPS, CUDA without a compiler);
+- ``auto``: ``nerfacc`` on CUDA when its ops load, else ``torch`` with one warning.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Callable, Literal, Optional, Tuple
+
+import torch
+from jaxtyping import Float, Int
+from nerfacc.estimators.occ_grid import OccGridEstimator
+from torch import Tensor, nn
+
+from nerfstudio_accel.sampling import torch_ops
+
+logger = logging.getLogger(__name__)
+
+SamplerBackend = Literal["auto", "nerfacc", "torch"]
+DensityFn = Callable[[Float[Tensor, "n 3"]], Float[Tensor, "n 1"]]
+
+DENSITY_CHUNK = 1 << 16
+"""Points per no-grad density evaluation (grid updates and culling), bounding peak memory."""
+
+_NERFACC_OPS_STATUS: Optional[str] = None  # None: not probed yet; "" ok; otherwise why not
+
+
+def nerfacc_ops_unavailable_reason() -> str:
+    """Empty string when nerfacc's compiled CUDA ops load here, else one line saying why not.
+
+    Probed once per process (the first call may JIT-compile nerfacc's extension: minutes).
+    """
+    global _NERFACC_OPS_STATUS
+    if _NERFACC_OPS_STATUS is None:
+        if not torch.cuda.is_available():
+            _NERFACC_OPS_STATUS = "no CUDA device"
+        else:
+            try:
+                from nerfacc.cuda import _C  # noqa: F401  (loading triggers the build)
+
+                if _C is None:
+                    raise RuntimeError("nerfacc's CUDA extension did not build")
+                _NERFACC_OPS_STATUS = ""
+            except Exception as error:  # a failed compile raises many kinds of errors
+                _NERFACC_OPS_STATUS = f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}"
+    return _NERFACC_OPS_STATUS
+
+
+def evaluate_in_chunks(density_fn: DensityFn, points: Float[Tensor, "n 3"], chunk: int = DENSITY_CHUNK) -> Float[Tensor, "n 1"]:
+    """``density_fn`` over ``points`` in slices of ``chunk`` (no-grad callers: memory stays bounded)."""
+    if points.shape[0] <= chunk:
+        return density_fn(points)
+    return torch.cat([density_fn(points[i : i + chunk]) for i in range(0, points.shape[0], chunk)])
+
+
+def resolve_backend(requested: SamplerBackend, device: torch.device) -> Literal["nerfacc", "torch"]:
+    """Pick the marching backend for ``device``; raises ``ValueError`` when it cannot run there."""
+    if requested not in ("auto", "nerfacc", "torch"):
+        raise ValueError(f"unknown sampler backend {requested!r}; choose one of auto, nerfacc, torch")
+    if requested == "torch":
+        return "torch"
+    reason = "tensors are on " + device.type if device.type != "cuda" else nerfacc_ops_unavailable_reason()
+    if not reason:
+        return "nerfacc"
+    if requested == "nerfacc":
+        raise ValueError(f"sampler backend 'nerfacc' cannot run here ({reason}); use --pipeline.model.sampler-backend torch")
+    if device.type == "cuda":
+        logger.warning("nerfacc CUDA ops unavailable (%s); using the pure-PyTorch sampler", reason)
+    return "torch"
+
+
+@dataclass
+class MarchingOptions:
+    """How rays are marched and culled (units: scene units along unit-length directions)."""
+
+    render_step_size: float
+    """Minimum step between samples."""
+    cone_angle: float = 0.0
+    """Step grows as ``t * cone_angle`` far from the camera; 0 for bounded scenes."""
+    near_plane: float = 0.05
+    far_plane: float = 1e3
+    alpha_threshold: float = 1e-2
+    """Skip samples with opacity below this (capped by the grid's mean occupancy, as nerfacc does)."""
+    early_stop_eps: float = 1e-4
+    """Stop a ray once its transmittance falls below this."""
+
+
+class OccupancySampler(nn.Module):
+    """Owns the occupancy grid, its update schedule, and packed sampling through it.
+
+    Args:
+        aabb: base region of interest ``(6,)``; level ``i`` covers it enlarged ``2**i`` times.
+        resolution: cells per axis in each level.
+        levels: 1 for bounded scenes, more for contracted unbounded ones.
+        backend: ``auto``, ``nerfacc`` or ``torch`` (resolved on first use, per device).
+    """
+
+    def __init__(self, aabb: Float[Tensor, "6"], resolution: int = 128, levels: int = 1, backend: SamplerBackend = "auto"):
+        super().__init__()
+        if backend not in ("auto", "nerfacc", "torch"):
+            raise ValueError(f"unknown sampler backend {backend!r}; choose one of auto, nerfacc, torch")
+        self.grid = OccGridEstimator(roi_aabb=aabb, resolution=resolution, levels=levels)
+        self.requested_backend: SamplerBackend = backend
+        self._resolved: dict[str, Literal["nerfacc", "torch"]] = {}
+
+    def backend_for(self, device: torch.device) -> Literal["nerfacc", "torch"]:
+        """The marching backend used for rays on ``device``."""
+        if device.type not in self._resolved:
+            self._resolved[device.type] = resolve_backend(self.requested_backend, device)
+            logger.info("occupancy sampler backend on %s: %s", device.type, self._resolved[device.type])
+        return self._resolved[device.type]
+
+    @torch.no_grad()
+    def update(
+        self,
+        step: int,
+        density_fn: DensityFn,
+        render_step_size: float,
+        occupancy_threshold: float = 1e-2,
+        ema_decay: float = 0.95,
+        warmup_steps: int = 256,
+        every_n_steps: int = 16,
+    ) -> None:
+        """EMA update of the grid every ``every_n_steps`` (all cells during warm-up, then a random quarter
+        plus occupied cells); a cell is occupied when ``density * render_step_size`` exceeds
+        ``min(occupancy_threshold, mean)``."""
+        if step % every_n_steps != 0:
+            return
+        self.grid._update(
+            step=step,
+            occ_eval_fn=lambda x: evaluate_in_chunks(density_fn, x) * render_step_size,
+            occ_thre=occupancy_threshold,
+            ema_decay=ema_decay,
+            warmup_steps=warmup_steps,
+        )
+
+    @torch.no_grad()
+    def sample(
+        self,
+        origins: Float[Tensor, "n_rays 3"],
+        directions: Float[Tensor, "n_rays 3"],
+        options: MarchingOptions,
+        density_fn: Optional[DensityFn] = None,
+        near_planes: Optional[Float[Tensor, "n_rays"]] = None,
+        far_planes: Optional[Float[Tensor, "n_rays"]] = None,
+    ) -> Tuple[Int[Tensor, "n_samples"], Float[Tensor, "n_samples"], Float[Tensor, "n_samples"]]:
+        """Packed samples through occupied space, culled by opacity and early stop when ``density_fn``
+        is given (it maps points ``(n, 3)`` to densities ``(n, 1)``).
+
+        Returns ``ray_indices (int64), t_starts, t_ends``. Not differentiable.
+        """
+        n_rays = origins.shape[0]
+        near = torch.full((n_rays,), options.near_plane, device=origins.device)
+        far = torch.full((n_rays,), options.far_plane, device=origins.device)
+        if near_planes is not None:
+            near = torch.maximum(near, near_planes.reshape(-1))
+        if far_planes is not None:
+            far = torch.minimum(far, far_planes.reshape(-1))
+        origins, directions = origins.float().contiguous(), directions.float().contiguous()
+        backend = self.backend_for(origins.device)
+        if backend == "nerfacc":
+            from nerfacc.grid import traverse_grids
+
+            intervals, samples = traverse_grids(
+                origins, directions, self.grid.binaries, self.grid.aabbs,
+                near_planes=near, far_planes=far,
+                step_size=options.render_step_size, cone_angle=options.cone_angle,
+            )
+            t_starts = intervals.vals[intervals.is_left]
+            t_ends = intervals.vals[intervals.is_right]
+            ray_indices = samples.ray_indices.long()
+        else:
+            ray_indices, t_starts, t_ends = torch_ops.traverse_occupancy_grid(
+                origins, directions, self.grid.binaries, self.grid.aabbs, near, far,
+                options.render_step_size, options.cone_angle,
+            )
+        if density_fn is None or t_starts.numel() == 0:
+            return ray_indices, t_starts, t_ends
+        if options.alpha_threshold <= 0.0 and options.early_stop_eps <= 0.0:
+            return ray_indices, t_starts, t_ends
+
+        t_mid = 0.5 * (t_starts + t_ends)
+        points = origins[ray_indices] + directions[ray_indices] * t_mid[:, None]
+        sigmas = evaluate_in_chunks(density_fn, points).reshape(-1).float()
+        alpha_threshold = min(options.alpha_threshold, float(self.grid.occs.mean()))
+        if backend == "nerfacc":
+            from nerfacc.volrend import render_visibility_from_density
+
+            visible = render_visibility_from_density(
+                t_starts, t_ends, sigmas, ray_indices=ray_indices, n_rays=n_rays,
+                early_stop_eps=options.early_stop_eps, alpha_thre=alpha_threshold,
+            )
+        else:
+            visible = torch_ops.render_visibility_from_density(
+                t_starts, t_ends, sigmas, ray_indices, n_rays,
+                early_stop_eps=options.early_stop_eps, alpha_threshold=alpha_threshold,
+            )
+        return ray_indices[visible], t_starts[visible], t_ends[visible]
