@@ -43,8 +43,8 @@ class AccelNGPModelConfig(ModelConfig):
     """Ray marching: nerfacc CUDA ops (nerfacc), pure PyTorch (torch), or nerfacc when it loads (auto)."""
     scene_contraction: Literal["auto", "on", "off"] = "auto"
     """Contract unbounded space into the grid. auto: off for blender-data, on for other data."""
-    grid_resolution: int = 128
-    """Occupancy grid cells per axis (per level)."""
+    grid_resolution: Optional[int] = None
+    """Occupancy grid cells per axis (per level); default 128 on CUDA, 64 elsewhere (cheaper updates)."""
     grid_levels: Optional[int] = None
     """Grid levels (each twice the extent of the last); default 1 bounded, 4 contracted."""
     render_step_size: Optional[float] = None
@@ -71,8 +71,8 @@ class AccelNGPModelConfig(ModelConfig):
     """Hash-grid levels."""
     max_res: int = 2048
     """Finest hash-grid resolution."""
-    log2_hashmap_size: int = 19
-    """Entries per hash-grid level, as a power of two."""
+    log2_hashmap_size: Optional[int] = None
+    """Entries per hash-grid level, as a power of two; default 19 on CUDA, 17 elsewhere."""
     hidden_dim: int = 64
     hidden_dim_color: int = 64
 
@@ -85,6 +85,7 @@ class AccelNGPModel(Model):
     def populate_modules(self) -> None:
         super().populate_modules()
         cfg = self.config
+        on_cuda = torch.device(self.kwargs.get("device", "cpu")).type == "cuda"
         contract = cfg.scene_contraction == "on"
         aabb = self.scene_box.aabb.float()
         self.field = HashGridField(
@@ -92,13 +93,14 @@ class AccelNGPModel(Model):
             contract=contract,
             num_levels=cfg.num_levels,
             max_res=cfg.max_res,
-            log2_hashmap_size=cfg.log2_hashmap_size,
+            log2_hashmap_size=cfg.log2_hashmap_size or (19 if on_cuda else 17),
             hidden_dim=cfg.hidden_dim,
             hidden_dim_color=cfg.hidden_dim_color,
-            implementation=choose_implementation(self.kwargs.get("device")),
+            implementation=choose_implementation(torch.device(self.kwargs.get("device", "cpu"))),
         )
         levels = cfg.grid_levels if cfg.grid_levels is not None else (4 if contract else 1)
-        self.sampler = OccupancySampler(aabb.flatten(), resolution=cfg.grid_resolution, levels=levels, backend=cfg.sampler_backend)
+        resolution = cfg.grid_resolution or (128 if on_cuda else 64)
+        self.sampler = OccupancySampler(aabb.flatten(), resolution=resolution, levels=levels, backend=cfg.sampler_backend)
         diagonal = float(torch.linalg.norm(aabb[1] - aabb[0]))
         self.marching = MarchingOptions(
             render_step_size=cfg.render_step_size if cfg.render_step_size is not None else diagonal / 1000,

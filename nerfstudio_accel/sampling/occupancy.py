@@ -108,6 +108,9 @@ class OccupancySampler(nn.Module):
         if backend not in ("auto", "nerfacc", "torch"):
             raise ValueError(f"unknown sampler backend {backend!r}; choose one of auto, nerfacc, torch")
         self.grid = OccGridEstimator(roi_aabb=aabb, resolution=resolution, levels=levels)
+        # Alpha culling waits for the warm-up: a fresh field's densities are nearly uniform and
+        # their opacities sit just under the threshold's cap, which would cull every sample.
+        self.register_buffer("warmed_up", torch.tensor(False))
         self.requested_backend: SamplerBackend = backend
         self._resolved: dict[str, Literal["nerfacc", "torch"]] = {}
 
@@ -132,6 +135,8 @@ class OccupancySampler(nn.Module):
         """EMA update of the grid every ``every_n_steps`` (all cells during warm-up, then a random quarter
         plus occupied cells); a cell is occupied when ``density * render_step_size`` exceeds
         ``min(occupancy_threshold, mean)``."""
+        if step >= warmup_steps:
+            self.warmed_up.fill_(True)
         if step % every_n_steps != 0:
             return
         self.grid._update(
@@ -152,8 +157,8 @@ class OccupancySampler(nn.Module):
         near_planes: Optional[Float[Tensor, "n_rays"]] = None,
         far_planes: Optional[Float[Tensor, "n_rays"]] = None,
     ) -> Tuple[Int[Tensor, "n_samples"], Float[Tensor, "n_samples"], Float[Tensor, "n_samples"]]:
-        """Packed samples through occupied space, culled by opacity and early stop when ``density_fn``
-        is given (it maps points ``(n, 3)`` to densities ``(n, 1)``).
+        """Packed samples through occupied space, culled by opacity (once the grid is warmed up) and
+        early stop when ``density_fn`` is given (it maps points ``(n, 3)`` to densities ``(n, 1)``).
 
         Returns ``ray_indices (int64), t_starts, t_ends``. Not differentiable.
         """
@@ -190,7 +195,7 @@ class OccupancySampler(nn.Module):
         t_mid = 0.5 * (t_starts + t_ends)
         points = origins[ray_indices] + directions[ray_indices] * t_mid[:, None]
         sigmas = evaluate_in_chunks(density_fn, points).reshape(-1).float()
-        alpha_threshold = min(options.alpha_threshold, float(self.grid.occs.mean()))
+        alpha_threshold = min(options.alpha_threshold, float(self.grid.occs.mean())) if bool(self.warmed_up) else 0.0
         if backend == "nerfacc":
             from nerfacc.volrend import render_visibility_from_density
 

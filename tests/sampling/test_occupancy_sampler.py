@@ -1,0 +1,254 @@
+"""OccupancySampler: backend selection, grid updates, and culling of marched samples on CPU."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from nerfstudio_accel.sampling import torch_ops
+from nerfstudio_accel.sampling.occupancy import (
+    MarchingOptions,
+    OccupancySampler,
+    evaluate_in_chunks,
+    resolve_backend,
+)
+
+AABB = torch.tensor([-1.0, -1.0, -1.0, 1.0, 1.0, 1.0])
+CPU = torch.device("cpu")
+
+
+def rays_towards_centre(n_rays: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Unit rays from a sphere of radius 2.5 aimed at jittered points near the origin."""
+    generator = torch.Generator().manual_seed(seed)
+    origins = 2.5 * torch.nn.functional.normalize(torch.randn(n_rays, 3, generator=generator), dim=-1)
+    targets = 0.4 * torch.randn(n_rays, 3, generator=generator)
+    return origins, torch.nn.functional.normalize(targets - origins, dim=-1)
+
+
+def gaussian_blob_density(points: torch.Tensor) -> torch.Tensor:
+    """Densities ``(n, 1)``: 200 at the origin falling off as a Gaussian (opaque core, faint rim)."""
+    return 200.0 * torch.exp(-(points**2).sum(dim=-1, keepdim=True) / 0.1)
+
+
+def sampler_with_grid(binaries: torch.Tensor, occupancy_mean: float, warmed_up: bool = True) -> OccupancySampler:
+    """A torch-backend sampler over ``AABB`` whose grid is ``binaries`` and whose occupancies
+    average ``occupancy_mean`` (which caps the alpha threshold, as in nerfacc); alpha culling is
+    enabled only once ``warmed_up``."""
+    sampler = OccupancySampler(AABB, resolution=binaries.shape[-1], levels=binaries.shape[0], backend="torch")
+    sampler.grid.binaries = binaries.clone()
+    sampler.grid.occs = torch.full_like(sampler.grid.occs, occupancy_mean)
+    sampler.warmed_up.fill_(warmed_up)
+    return sampler
+
+
+def constant_alpha_density(alpha: float, step_size: float):
+    """A density function giving every sample of length ``step_size`` the opacity ``alpha``."""
+    sigma = -math.log(1.0 - alpha) / step_size
+    return lambda points: torch.full((points.shape[0], 1), sigma)
+
+
+def reference_visibility(t_starts, t_ends, sigmas, ray_indices, early_stop_eps, alpha_threshold):
+    """float64 loop: ``(visible, near_tie, weights)`` of sorted packed samples."""
+    optical_depth: dict[int, float] = {}
+    visible, near_tie, weights = [], [], []
+    for t0, t1, sigma, ray in zip(t_starts.double().tolist(), t_ends.double().tolist(), sigmas.double().tolist(), ray_indices.tolist()):
+        depth = optical_depth.get(ray, 0.0)
+        transmittance, alpha = math.exp(-depth), 1.0 - math.exp(-sigma * (t1 - t0))
+        visible.append(transmittance >= early_stop_eps and alpha >= alpha_threshold)
+        near_tie.append(abs(transmittance / early_stop_eps - 1.0) < 1e-4 or abs(alpha - alpha_threshold) < 1e-5)
+        weights.append(transmittance * alpha)
+        optical_depth[ray] = depth + sigma * (t1 - t0)
+    return torch.tensor(visible), torch.tensor(near_tie), torch.tensor(weights, dtype=torch.float64)
+
+
+def packed_sample_keys(ray_indices: torch.Tensor, t_starts: torch.Tensor) -> list[tuple[int, float]]:
+    return list(zip(ray_indices.tolist(), t_starts.tolist()))
+
+
+# ---------------------------------------------------------------------------------------------
+# Backend selection
+# ---------------------------------------------------------------------------------------------
+
+
+def test_unknown_backend_is_rejected_with_the_choices():
+    """A misspelt backend fails at construction and names the valid ones."""
+    with pytest.raises(ValueError, match="auto, nerfacc, torch"):
+        OccupancySampler(AABB, resolution=8, backend="cuda")
+    with pytest.raises(ValueError, match="auto, nerfacc, torch"):
+        resolve_backend("pytorch", CPU)
+
+
+def test_nerfacc_backend_on_cpu_suggests_the_torch_backend():
+    """Requesting nerfacc for CPU rays fails on first use with the command-line fix in the message."""
+    sampler = OccupancySampler(AABB, resolution=8, backend="nerfacc")
+    origins, directions = rays_towards_centre(4, seed=0)
+    with pytest.raises(ValueError, match="--pipeline.model.sampler-backend torch"):
+        sampler.sample(origins, directions, MarchingOptions(render_step_size=0.01))
+    with pytest.raises(ValueError, match="--pipeline.model.sampler-backend torch"):
+        resolve_backend("nerfacc", CPU)
+
+
+def test_auto_backend_resolves_to_torch_on_cpu():
+    """``auto`` (and ``torch``) run the pure-PyTorch marcher on CPU."""
+    assert OccupancySampler(AABB, resolution=8, backend="auto").backend_for(CPU) == "torch"
+    assert resolve_backend("torch", CPU) == "torch"
+
+
+# ---------------------------------------------------------------------------------------------
+# Sampling and culling
+# ---------------------------------------------------------------------------------------------
+
+
+def test_sample_without_density_is_plain_marching_within_planes():
+    """No density_fn: the samples are the grid traversal between the option planes narrowed by
+    the per-ray planes."""
+    binaries = torch.rand(1, 16, 16, 16, generator=torch.Generator().manual_seed(1)) < 0.4
+    sampler = sampler_with_grid(binaries, occupancy_mean=0.5)
+    origins, directions = rays_towards_centre(32, seed=1)
+    options = MarchingOptions(render_step_size=0.01, near_plane=0.2, far_plane=4.0)
+    per_ray_near = torch.linspace(0.0, 2.0, 32)
+    per_ray_far = torch.linspace(5.0, 2.5, 32)
+    result = sampler.sample(origins, directions, options, near_planes=per_ray_near, far_planes=per_ray_far)
+    expected = torch_ops.traverse_occupancy_grid(
+        origins, directions, binaries, sampler.grid.aabbs,
+        torch.clamp(per_ray_near, min=0.2), torch.clamp(per_ray_far, max=4.0), 0.01, 0.0,
+    )
+    for actual, wanted in zip(result, expected):
+        assert torch.equal(actual, wanted)
+    assert result[0].numel() > 0
+
+
+def test_sample_culls_occluded_and_transparent_samples():
+    """With a density_fn, kept samples are exactly the marched ones with transmittance >= early_stop_eps
+    and alpha >= alpha_threshold (float64 reference), and their weights match the reference."""
+    binaries = torch.ones(1, 16, 16, 16, dtype=torch.bool)
+    sampler = sampler_with_grid(binaries, occupancy_mean=0.5)  # mean >= alpha threshold: no cap
+    origins, directions = rays_towards_centre(48, seed=2)
+    options = MarchingOptions(render_step_size=0.01, near_plane=0.0, alpha_threshold=1e-2, early_stop_eps=1e-4)
+
+    all_rays, all_starts, all_ends = sampler.sample(origins, directions, options)
+    t_mids = 0.5 * (all_starts + all_ends)
+    sigmas = gaussian_blob_density(origins[all_rays] + directions[all_rays] * t_mids[:, None]).reshape(-1)
+    expected, near_tie, _ = reference_visibility(all_starts, all_ends, sigmas, all_rays, 1e-4, 1e-2)
+
+    kept_rays, kept_starts, kept_ends = sampler.sample(origins, directions, options, density_fn=gaussian_blob_density)
+    kept_keys = set(packed_sample_keys(kept_rays, kept_starts))
+    kept = torch.tensor([key in kept_keys for key in packed_sample_keys(all_rays, all_starts)])
+    assert int(kept.sum()) == kept_rays.numel()
+    assert int(near_tie.sum()) < 5
+    assert torch.equal(kept[~near_tie], expected[~near_tie])
+    # culling removed most samples (opaque core, faint rim) and kept some
+    assert 0 < int(expected.sum()) < int(0.5 * expected.numel())
+
+    assert torch.equal(kept_starts, all_starts[kept]) and torch.equal(kept_ends, all_ends[kept])
+    weights = torch_ops.render_weight_from_density(kept_starts, kept_ends, sigmas[kept], kept_rays, 48)
+    _, _, reference_weights = reference_visibility(kept_starts, kept_ends, sigmas[kept], kept_rays, 1e-4, 1e-2)
+    torch.testing.assert_close(weights.double(), reference_weights, rtol=0, atol=1e-5)
+
+
+@pytest.mark.parametrize("occupancy_mean, expect_kept", [(0.5, False), (1e-3, True)])
+def test_alpha_threshold_is_capped_by_mean_occupancy(occupancy_mean, expect_kept):
+    """Samples of alpha 0.005 are culled at alpha_threshold 0.01, unless the grid's mean occupancy
+    (1e-3) is lower: nerfacc's ``min(alpha_thre, occs.mean())`` cap, mirrored on purpose."""
+    sampler = sampler_with_grid(torch.ones(1, 8, 8, 8, dtype=torch.bool), occupancy_mean)
+    origins, directions = rays_towards_centre(16, seed=3)
+    options = MarchingOptions(render_step_size=0.01, alpha_threshold=1e-2, early_stop_eps=1e-4)
+    marched = sampler.sample(origins, directions, options)
+    culled = sampler.sample(origins, directions, options, density_fn=constant_alpha_density(0.005, 0.01))
+    assert marched[0].numel() > 0
+    assert culled[0].numel() == (marched[0].numel() if expect_kept else 0)
+
+
+def test_alpha_culling_waits_for_warmup():
+    """Before the grid has seen ``warmup_steps`` updates only early stopping culls; an update call at
+    a step >= warmup_steps switches alpha culling on (early stopping applies throughout)."""
+    sampler = sampler_with_grid(torch.ones(1, 8, 8, 8, dtype=torch.bool), occupancy_mean=0.5, warmed_up=False)
+    origins, directions = rays_towards_centre(16, seed=3)
+    options = MarchingOptions(render_step_size=0.01, alpha_threshold=1e-2, early_stop_eps=1e-4)
+    marched = sampler.sample(origins, directions, options)
+    faint = constant_alpha_density(0.005, 0.01)
+    assert sampler.sample(origins, directions, options, density_fn=faint)[0].numel() == marched[0].numel()
+    opaque = constant_alpha_density(0.5, 0.01)  # transmittance < 1e-4 after 14 samples
+    assert sampler.sample(origins, directions, options, density_fn=opaque)[0].numel() < marched[0].numel()
+
+    sampler.update(300, faint, render_step_size=0.01, warmup_steps=256, every_n_steps=7)  # not an update step
+    assert torch.equal(sampler.grid.occs, torch.full_like(sampler.grid.occs, 0.5))
+    assert sampler.sample(origins, directions, options, density_fn=faint)[0].numel() == 0
+
+
+def test_sample_returns_nothing_for_an_empty_grid():
+    """An empty grid yields no samples, with or without a density function."""
+    sampler = sampler_with_grid(torch.zeros(1, 8, 8, 8, dtype=torch.bool), occupancy_mean=0.5)
+    origins, directions = rays_towards_centre(8, seed=4)
+    for density_fn in (None, gaussian_blob_density):
+        ray_indices, t_starts, t_ends = sampler.sample(origins, directions, MarchingOptions(render_step_size=0.01), density_fn)
+        assert ray_indices.numel() == t_starts.numel() == t_ends.numel() == 0
+
+
+# ---------------------------------------------------------------------------------------------
+# Grid updates
+# ---------------------------------------------------------------------------------------------
+
+SPHERE_CENTRE = torch.tensor([0.2, -0.1, 0.3])
+SPHERE_RADIUS = 0.35
+
+
+def solid_sphere_density(points: torch.Tensor) -> torch.Tensor:
+    """Density 1000 inside a small off-centre sphere, 0 elsewhere."""
+    inside = (points - SPHERE_CENTRE).norm(dim=-1, keepdim=True) < SPHERE_RADIUS
+    return inside.float() * 1000.0
+
+
+def cells_against_sphere(resolution: int) -> tuple[np.ndarray, np.ndarray]:
+    """``(fully_inside, fully_outside)`` boolean grids of cells of ``AABB`` relative to the sphere."""
+    edges = np.linspace(-1.0, 1.0, resolution + 1)
+    lower = np.stack(np.meshgrid(edges[:-1], edges[:-1], edges[:-1], indexing="ij"), axis=-1)
+    upper = lower + 2.0 / resolution
+    centre = SPHERE_CENTRE.numpy()
+    farthest = np.maximum(np.abs(lower - centre), np.abs(upper - centre))
+    nearest = np.clip(centre, lower, upper) - centre
+    fully_inside = np.linalg.norm(farthest, axis=-1) < SPHERE_RADIUS
+    fully_outside = np.linalg.norm(nearest, axis=-1) > SPHERE_RADIUS
+    return fully_inside, fully_outside
+
+
+def test_warmup_updates_mark_the_cells_of_the_density():
+    """After warm-up updates the occupied cells are those of the sphere: every cell inside it is
+    occupied, none outside it is, and boundary cells may go either way."""
+    torch.manual_seed(0)  # the update samples one random point per cell
+    sampler = OccupancySampler(AABB, resolution=16, levels=1, backend="torch")
+    for step in (0, 16, 32, 48):
+        sampler.update(step, solid_sphere_density, render_step_size=0.01)
+    occupied = sampler.grid.binaries[0].numpy()
+    fully_inside, fully_outside = cells_against_sphere(16)
+    assert fully_inside.sum() >= 8
+    assert occupied[fully_inside].all()
+    assert not occupied[fully_outside].any()
+    boundary = ~fully_inside & ~fully_outside
+    assert occupied[boundary].mean() > 0.3  # several draws per boundary cell mostly hit the sphere
+
+
+def test_update_honours_every_n_steps():
+    """Steps that are not a multiple of ``every_n_steps`` leave the grid untouched; multiples update it."""
+    sampler = OccupancySampler(AABB, resolution=8, levels=1, backend="torch")
+    sampler.update(3, solid_sphere_density, render_step_size=0.01, every_n_steps=16)
+    assert not bool(sampler.grid.occs.any()) and not bool(sampler.grid.binaries.any())
+    sampler.update(16, solid_sphere_density, render_step_size=0.01, every_n_steps=16)
+    assert bool(sampler.grid.binaries.any())
+
+
+def test_evaluate_in_chunks_equals_single_call():
+    """Chunked evaluation returns the single-call result and never passes more than ``chunk`` points."""
+    points = torch.rand(50, 3, generator=torch.Generator().manual_seed(5))
+    batch_sizes = []
+
+    def recording_density(x):
+        batch_sizes.append(x.shape[0])
+        return gaussian_blob_density(x)
+
+    chunked = evaluate_in_chunks(recording_density, points, chunk=7)
+    assert torch.equal(chunked, gaussian_blob_density(points))
+    assert max(batch_sizes) <= 7 and sum(batch_sizes) == 50
