@@ -14,15 +14,15 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import shlex
 import sys
 import tempfile
-import time
 from pathlib import Path
-from typing import Dict, List
+from typing import Dict
 
 import torch
+
+from nerfstudio_accel.bench.budget import train_for_budget
 
 
 def _disable_lpips_downloads() -> None:
@@ -66,66 +66,26 @@ def build_config(method_and_flags: str, data: Path, downscale: float, device: st
     return config
 
 
-@torch.no_grad()
-def evaluate(pipeline) -> Dict[str, float]:
-    """Mean PSNR/SSIM over all test views; RGBA targets composited over white."""
-    from torchmetrics.functional import structural_similarity_index_measure
-
-    pipeline.eval()
-    psnrs, ssims = [], []
-    dataset = pipeline.datamanager.eval_dataset
-    for index in range(len(dataset)):
-        camera = dataset.cameras[index : index + 1].to(pipeline.device)
-        outputs = pipeline.model.get_outputs_for_camera(camera)
-        target = dataset.get_image_float32(index).to(pipeline.device)
-        if target.shape[-1] == 4:
-            target = target[..., :3] * target[..., 3:] + (1.0 - target[..., 3:])
-        rgb = outputs["rgb"].clamp(0, 1)
-        psnrs.append(float(-10 * torch.log10(torch.mean((rgb - target) ** 2))))
-        ssims.append(float(structural_similarity_index_measure(rgb.permute(2, 0, 1)[None], target.permute(2, 0, 1)[None], data_range=1.0)))
-    pipeline.train()
-    return {"psnr": sum(psnrs) / len(psnrs), "ssim": sum(ssims) / len(ssims)}
-
-
 def run_method(method_and_flags: str, args: argparse.Namespace, output_dir: Path) -> Dict:
-    from nerfstudio.engine.callbacks import TrainingCallbackLocation
-
     torch.manual_seed(args.seed)
     config = build_config(method_and_flags, args.data, args.downscale, args.device, output_dir)
     trainer = config.setup(local_rank=0, world_size=1)
     trainer.setup(test_mode="test")
-    pipeline = trainer.pipeline
-    curve: List[Dict[str, float]] = []
-    train_seconds, step, samples = 0.0, 0, 0
-    next_eval = args.budget_seconds / args.eval_points
-    while train_seconds < args.budget_seconds:
-        start = time.perf_counter()
-        pipeline.train()
-        for callback in trainer.callbacks:
-            callback.run_callback_at_location(step, location=TrainingCallbackLocation.BEFORE_TRAIN_ITERATION)
-        loss, _, metrics = trainer.train_iteration(step)
-        for callback in trainer.callbacks:
-            callback.run_callback_at_location(step, location=TrainingCallbackLocation.AFTER_TRAIN_ITERATION)
-        train_seconds += time.perf_counter() - start
-        samples += int(metrics.get("num_samples_per_batch", 0))
-        step += 1
-        if not math.isfinite(float(loss)):
-            raise SystemExit(f"error: {method_and_flags}: non-finite loss at step {step}")
-        if train_seconds >= next_eval or train_seconds >= args.budget_seconds:
-            scores = evaluate(pipeline)
-            curve.append({"seconds": round(train_seconds, 2), "step": step, **scores})
-            print(f"  {method_and_flags}: {train_seconds:6.1f} s  step {step:6d}  psnr {scores['psnr']:.2f}", flush=True)
-            next_eval += args.budget_seconds / args.eval_points
-    final = curve[-1]
+
+    def report(point: Dict[str, float]) -> None:
+        print(f"  {method_and_flags}: {point['seconds']:6.1f} s  step {point['step']:6d}  psnr {point['psnr']:.2f}", flush=True)
+
+    run = train_for_budget(trainer, args.budget_seconds, eval_points=args.eval_points, on_eval=report)
+    final = run.curve[-1]
     return {
         "method": method_and_flags,
-        "steps": step,
-        "train_seconds": round(train_seconds, 2),
-        "ms_per_step": round(1000 * train_seconds / step, 2),
-        "samples_per_step": round(samples / step) if samples else None,
+        "steps": run.steps,
+        "train_seconds": round(run.train_seconds, 2),
+        "ms_per_step": round(run.ms_per_step, 2),
+        "samples_per_step": round(run.samples / run.steps) if run.samples else None,
         "psnr": round(final["psnr"], 3),
         "ssim": round(final["ssim"], 4),
-        "curve": curve,
+        "curve": run.curve,
     }
 
 
@@ -143,7 +103,6 @@ def main() -> int:
     if not args.data.is_dir():
         raise SystemExit(f"error: scene folder {args.data} does not exist")
     _disable_lpips_downloads()
-    torch.set_num_threads(torch.get_num_threads())
     results = []
     with tempfile.TemporaryDirectory() as scratch:
         for method in args.method:

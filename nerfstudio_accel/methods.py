@@ -37,9 +37,9 @@ def _accel_ngp() -> MethodSpecification:
     from nerfstudio.data.datamanagers.base_datamanager import VanillaDataManagerConfig
     from nerfstudio.data.dataparsers.nerfstudio_dataparser import NerfstudioDataParserConfig
     from nerfstudio.engine.optimizers import AdamOptimizerConfig
-    from nerfstudio.engine.schedulers import ExponentialDecaySchedulerConfig
     from nerfstudio.engine.trainer import TrainerConfig
 
+    from nerfstudio_accel.engine.schedulers import FloatExponentialDecaySchedulerConfig
     from nerfstudio_accel.models.accel_ngp import AccelNGPModelConfig
     from nerfstudio_accel.pipelines.accel_pipeline import AccelPipelineConfig
 
@@ -57,7 +57,7 @@ def _accel_ngp() -> MethodSpecification:
         optimizers={
             "fields": {
                 "optimizer": AdamOptimizerConfig(lr=1e-2, eps=1e-15),
-                "scheduler": ExponentialDecaySchedulerConfig(lr_final=1e-4, max_steps=200000),
+                "scheduler": FloatExponentialDecaySchedulerConfig(lr_final=1e-4, max_steps=200000),
             }
         },
         viewer=ViewerConfig(num_rays_per_chunk=1 << 12),

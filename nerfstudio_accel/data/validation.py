@@ -31,17 +31,26 @@ def _load_frames(transforms_path: Path) -> List[dict]:
     return frames
 
 
-def _check_images(paths: Iterable[Path], listed_in: Path) -> None:
+def _check_images(paths: Iterable[Path], listed_in: Path, same_size: bool = False) -> None:
+    """Every image exists and decodes; with ``same_size``, all share the first one's size."""
     paths = list(paths)
     missing = [p for p in paths if not p.is_file()]
     if missing:
         raise SceneDataError(f"{len(missing)} image(s) listed in {listed_in} are missing, first: {missing[0]}")
+    first_size = None
     for path in paths:
         try:
             with Image.open(path) as image:
+                size = image.size
                 image.verify()
         except Exception as error:
             raise SceneDataError(f"image {path} cannot be decoded ({type(error).__name__}: {error}); replace or remove it") from None
+        first_size = first_size or size
+        if same_size and size != first_size:
+            raise SceneDataError(
+                f"image {path} is {size[0]}x{size[1]} but {paths[0].name} is {first_size[0]}x{first_size[1]}; "
+                f"every view in {listed_in.name} shares one camera, so resize them alike"
+            )
 
 
 def _image_path(root: Path, file_path: str, default_suffix: Optional[str]) -> Path:
@@ -62,7 +71,7 @@ def check_blender_scene(data: Path, splits: Iterable[str] = ("train",)) -> None:
             hint = " (it has transforms.json: use nerfstudio-data)" if (data / "transforms.json").is_file() else ""
             raise SceneDataError(f"{data} has no transforms_{split}.json, which blender-data needs{hint}")
         frames = _load_frames(transforms)
-        _check_images((_image_path(data, f["file_path"], ".png") for f in frames), transforms)
+        _check_images((_image_path(data, f["file_path"], ".png") for f in frames), transforms, same_size=True)
 
 
 def check_nerfstudio_scene(data: Path) -> None:

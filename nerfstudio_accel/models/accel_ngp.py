@@ -101,6 +101,10 @@ class AccelNGPModel(Model):
         levels = cfg.grid_levels if cfg.grid_levels is not None else (4 if contract else 1)
         resolution = cfg.grid_resolution or (128 if on_cuda else 64)
         self.sampler = OccupancySampler(aabb.flatten(), resolution=resolution, levels=levels, backend=cfg.sampler_backend)
+        try:
+            self.sampler.backend_for(torch.device(self.kwargs.get("device", "cpu")))
+        except ValueError as error:
+            raise SystemExit(f"error: {error}") from None
         diagonal = float(torch.linalg.norm(aabb[1] - aabb[0]))
         self.marching = MarchingOptions(
             render_step_size=cfg.render_step_size if cfg.render_step_size is not None else diagonal / 1000,

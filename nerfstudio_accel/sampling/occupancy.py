@@ -61,10 +61,15 @@ def evaluate_in_chunks(density_fn: DensityFn, points: Float[Tensor, "n 3"], chun
     return torch.cat([density_fn(points[i : i + chunk]) for i in range(0, points.shape[0], chunk)])
 
 
+def check_backend_name(name: str) -> None:
+    """Raise ``ValueError`` naming the valid choices for an unknown backend."""
+    if name not in ("auto", "nerfacc", "torch"):
+        raise ValueError(f"unknown sampler backend {name!r}; choose one of auto, nerfacc, torch")
+
+
 def resolve_backend(requested: SamplerBackend, device: torch.device) -> Literal["nerfacc", "torch"]:
     """Pick the marching backend for ``device``; raises ``ValueError`` when it cannot run there."""
-    if requested not in ("auto", "nerfacc", "torch"):
-        raise ValueError(f"unknown sampler backend {requested!r}; choose one of auto, nerfacc, torch")
+    check_backend_name(requested)
     if requested == "torch":
         return "torch"
     reason = "tensors are on " + device.type if device.type != "cuda" else nerfacc_ops_unavailable_reason()
@@ -105,8 +110,7 @@ class OccupancySampler(nn.Module):
 
     def __init__(self, aabb: Float[Tensor, "6"], resolution: int = 128, levels: int = 1, backend: SamplerBackend = "auto"):
         super().__init__()
-        if backend not in ("auto", "nerfacc", "torch"):
-            raise ValueError(f"unknown sampler backend {backend!r}; choose one of auto, nerfacc, torch")
+        check_backend_name(backend)
         self.grid = OccGridEstimator(roi_aabb=aabb, resolution=resolution, levels=levels)
         # Alpha culling waits for the warm-up: a fresh field's densities are nearly uniform and
         # their opacities sit just under the threshold's cap, which would cull every sample.

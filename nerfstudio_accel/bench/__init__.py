@@ -1,0 +1,1 @@
+"""Equal-budget training and evaluation helpers (the core of benchmarks and learning tests)."""

@@ -1,0 +1,93 @@
+"""Train a nerfstudio ``Trainer`` for a wall-clock budget and score it on its evaluation views.
+
+The loop is nerfstudio's own training step (callbacks before and after, ``train_iteration``),
+timed without evaluation so that methods are compared at equal training time.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Dict, List, Optional
+
+import torch
+from nerfstudio.engine.callbacks import TrainingCallbackLocation
+from torchmetrics.functional import structural_similarity_index_measure
+
+
+@dataclass
+class BudgetRun:
+    """What a budgeted run did: steps, training seconds, marched samples, and the score curve."""
+
+    steps: int = 0
+    train_seconds: float = 0.0
+    samples: int = 0
+    curve: List[Dict[str, float]] = field(default_factory=list)
+
+    @property
+    def ms_per_step(self) -> float:
+        return 1000.0 * self.train_seconds / max(self.steps, 1)
+
+
+@torch.no_grad()
+def evaluate_views(pipeline, background=(1.0, 1.0, 1.0)) -> Dict[str, float]:
+    """Mean PSNR (dB) and SSIM over every view of the pipeline's eval dataset.
+
+    RGBA targets are composited over ``background`` (white: what accel methods and nerfstudio's
+    blender parser evaluate on), so methods that keep or drop alpha are scored alike.
+    """
+    was_training = pipeline.training
+    pipeline.eval()
+    dataset = pipeline.datamanager.eval_dataset
+    psnrs, ssims = [], []
+    for index in range(len(dataset)):
+        camera = dataset.cameras[index : index + 1].to(pipeline.device)
+        rgb = pipeline.model.get_outputs_for_camera(camera)["rgb"].clamp(0.0, 1.0)
+        target = dataset.get_image_float32(index).to(rgb.device)
+        if target.shape[-1] == 4:
+            target = target[..., :3] * target[..., 3:] + torch.tensor(background, device=rgb.device) * (1.0 - target[..., 3:])
+        psnrs.append(float(-10.0 * torch.log10(torch.mean((rgb - target) ** 2))))
+        ssims.append(float(structural_similarity_index_measure(rgb.permute(2, 0, 1)[None], target.permute(2, 0, 1)[None], data_range=1.0)))
+    pipeline.train(was_training)
+    return {"psnr": sum(psnrs) / len(psnrs), "ssim": sum(ssims) / len(ssims)}
+
+
+def train_for_budget(
+    trainer,
+    budget_seconds: float,
+    max_steps: Optional[int] = None,
+    eval_points: int = 1,
+    on_eval: Optional[Callable[[Dict[str, float]], None]] = None,
+) -> BudgetRun:
+    """Run training steps until ``budget_seconds`` of training time (or ``max_steps``) is spent,
+    evaluating at ``eval_points`` evenly spaced times (the last at the end), outside the clock.
+
+    Raises ``FloatingPointError`` on a non-finite loss.
+    """
+    run = BudgetRun()
+    next_eval = budget_seconds / eval_points
+    pipeline = trainer.pipeline
+    while run.train_seconds < budget_seconds and (max_steps is None or run.steps < max_steps):
+        start = time.perf_counter()
+        pipeline.train()
+        for callback in trainer.callbacks:
+            callback.run_callback_at_location(run.steps, location=TrainingCallbackLocation.BEFORE_TRAIN_ITERATION)
+        loss, _, metrics = trainer.train_iteration(run.steps)
+        for callback in trainer.callbacks:
+            callback.run_callback_at_location(run.steps, location=TrainingCallbackLocation.AFTER_TRAIN_ITERATION)
+        run.train_seconds += time.perf_counter() - start
+        run.samples += int(metrics.get("num_samples_per_batch", 0))
+        run.steps += 1
+        if not math.isfinite(float(loss)):
+            raise FloatingPointError(f"non-finite loss at step {run.steps}")
+        finished = run.train_seconds >= budget_seconds or (max_steps is not None and run.steps >= max_steps)
+        if run.train_seconds >= next_eval or finished:
+            point = {"seconds": round(run.train_seconds, 2), "step": run.steps, **evaluate_views(pipeline)}
+            run.curve.append(point)
+            if on_eval is not None:
+                on_eval(point)
+            next_eval += budget_seconds / eval_points
+            if finished:
+                break
+    return run

@@ -1,0 +1,1 @@
+"""Training machinery shared by accel methods."""
