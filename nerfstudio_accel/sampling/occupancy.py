@@ -44,7 +44,7 @@ def nerfacc_ops_unavailable_reason() -> str:
             _NERFACC_OPS_STATUS = "no CUDA device"
         else:
             try:
-                from nerfacc.cuda import _C  # noqa: F401  (loading triggers the build)
+                from nerfacc.cuda._backend import _C  # loading builds or loads the extension
 
                 if _C is None:
                     raise RuntimeError("nerfacc's CUDA extension did not build")

@@ -252,3 +252,26 @@ def test_evaluate_in_chunks_equals_single_call():
     chunked = evaluate_in_chunks(recording_density, points, chunk=7)
     assert torch.equal(chunked, gaussian_blob_density(points))
     assert max(batch_sizes) <= 7 and sum(batch_sizes) == 50
+
+
+def _probe_with_backend_module(monkeypatch, compiled_ops):
+    """Run the nerfacc-ops probe as if on a CUDA machine whose nerfacc backend module holds ``compiled_ops``."""
+    import sys
+    import types
+
+    from nerfstudio_accel.sampling import occupancy
+
+    backend = types.ModuleType("nerfacc.cuda._backend")
+    backend._C = compiled_ops
+    monkeypatch.setitem(sys.modules, "nerfacc.cuda._backend", backend)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(occupancy, "_NERFACC_OPS_STATUS", None)
+    return occupancy.nerfacc_ops_unavailable_reason()
+
+
+def test_nerfacc_probe_finds_the_compiled_extension(monkeypatch):
+    """On CUDA, ops that loaded (nerfacc.cuda._backend._C set) count as available; a failed build
+    (``_C`` None) gives a one-line reason, so auto falls back to torch instead of crashing."""
+    assert _probe_with_backend_module(monkeypatch, object()) == ""
+    reason = _probe_with_backend_module(monkeypatch, None)
+    assert reason and "\n" not in reason and "did not build" in reason
