@@ -1,0 +1,150 @@
+"""Hard sample mining (Korhonen et al., "Efficient NeRF Optimization - Not All Samples Remain Equally Hard").
+
+Per step: one forward over all ``B`` samples without a graph; the pixel loss is backpropagated through
+the fp32 renderer to the pre-activation outputs only, giving each sample's importance
+``G_i = ||dL / d(sigma'_i, c'_i)||`` (eq. 2); ``b = B / tau_hat`` samples are drawn with probability
+proportional to ``G`` (eq. 3-5); the field runs again on those with a graph, and the cached output
+gradients flow through it as the surrogate ``sum(raw_hard * grad_hard)``. The trainer's single
+``backward()`` (GradScaler, accumulation, DDP) does the rest.
+
+Works with any model exposing the seams ``sample(ray_bundle)``, ``field_raw(samples)`` and
+``render(samples, raw_density, raw_color)`` (see ``models/accel_ngp.py``).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Dict, Tuple, Type
+
+import torch
+from jaxtyping import Float, Int
+from torch import Tensor
+
+from nerfstudio_accel.pipelines.accel_pipeline import AccelPipeline, AccelPipelineConfig
+
+
+def tau_from_importance(importance: Float[Tensor, "B"]) -> float:
+    """How many times larger a uniform batch must be to match importance sampling's gradient variance.
+
+    With ``g = G / sum(G)``: ``R = ||g - 1/B||^2 / ||g||^2`` (eq. 3) and ``tau = (1 - R)^-1/2`` (eq. 4),
+    which simplifies to ``tau = sqrt(B * ||g||^2)``: 1 for uniform ``G``, ``sqrt(B)`` for one-hot ``G``.
+    All-zero ``G`` (nothing to learn from) gives 1.
+    """
+    total = importance.double().sum()
+    if not torch.isfinite(total) or total <= 0:
+        return 1.0
+    g = importance.double() / total
+    return float(torch.sqrt(importance.numel() * torch.sum(g * g)))
+
+
+@dataclass
+class HardBatchSizer:
+    """Running estimate ``tau_hat <- (1 - alpha) tau_hat + alpha tau`` (``tau_hat_0 = 1``) and the hard
+    batch size ``b = round(B / tau_hat)`` within ``[1, B]`` (eq. 5), optionally floored at
+    ``min_fraction * B``. The paper sets ``alpha = 1 / num_train_images``."""
+
+    alpha: float
+    min_fraction: float = 0.0
+    tau_hat: float = 1.0
+
+    def update(self, importance: Float[Tensor, "B"]) -> float:
+        """Fold this step's ``tau`` into ``tau_hat``; returns ``tau``."""
+        tau = tau_from_importance(importance)
+        self.tau_hat = (1.0 - self.alpha) * self.tau_hat + self.alpha * tau
+        return tau
+
+    def hard_batch_size(self, num_samples: int) -> int:
+        if num_samples == 0:
+            return 0
+        b = round(num_samples / self.tau_hat)
+        b = max(b, round(self.min_fraction * num_samples))
+        return int(min(max(b, 1), num_samples))
+
+
+def draw_hard_samples(importance: Float[Tensor, "B"], b: int) -> Int[Tensor, "b_drawn"]:
+    """``b`` distinct indices drawn with probability proportional to ``importance``, sorted.
+
+    Samples with zero importance carry zero gradient, so at most ``count_nonzero(importance)``
+    are drawn (none when all are zero).
+    """
+    available = int(torch.count_nonzero(importance))
+    b = min(b, available)
+    if b == 0:
+        return torch.zeros(0, dtype=torch.long, device=importance.device)
+    if b == available:
+        return torch.nonzero(importance, as_tuple=False).reshape(-1)
+    return torch.sort(torch.multinomial(importance.float(), b, replacement=False)).values
+
+
+@dataclass
+class HardSampleMiningPipelineConfig(AccelPipelineConfig):
+    """Accel pipeline whose training step backpropagates through hard samples only."""
+
+    _target: Type = field(default_factory=lambda: HardSampleMiningPipeline)
+    hard_mining: bool = True
+    """Mine hard samples (False: ordinary training, for ablations)."""
+    min_hard_fraction: float = 0.0
+    """Floor on b/B. The paper has none (0); 1.0 trains on every sample with non-zero gradient."""
+
+
+class HardSampleMiningPipeline(AccelPipeline):
+    """See the module docstring."""
+
+    config: HardSampleMiningPipelineConfig
+
+    def __init__(self, config: HardSampleMiningPipelineConfig, device: str, *args, **kwargs):
+        super().__init__(config, device, *args, **kwargs)
+        num_images = max(len(self.datamanager.train_dataset), 1) if self.datamanager.train_dataset is not None else 1
+        self.batch_sizer = HardBatchSizer(alpha=1.0 / num_images, min_fraction=config.min_hard_fraction)
+
+    def get_train_loss_dict(self, step: int):
+        if not self.config.hard_mining:
+            return super().get_train_loss_dict(step)
+        ray_bundle, batch = self.datamanager.next_train(step)
+        outputs, loss_dict, metrics = self.mined_loss(ray_bundle, batch)
+        self._update_dynamic_num_rays_per_batch(int(metrics["num_samples_per_batch"]))
+        self._update_pixel_samplers()
+        metrics["num_rays_per_batch"] = torch.tensor(self.datamanager.train_pixel_sampler.num_rays_per_batch)
+        return outputs, loss_dict, metrics
+
+    def mined_loss(self, ray_bundle, batch) -> Tuple[Dict[str, Tensor], Dict[str, Tensor], Dict[str, Tensor]]:
+        """One mined step on a given batch: ``(outputs, loss_dict, metrics)``. The loss's value is the true
+        pixel loss over all ``B`` samples; its gradient is the hard samples' surrogate."""
+        model = self.model
+        start = time.perf_counter()
+        with torch.no_grad():
+            samples = model.sample(ray_bundle)
+            raw_density, raw_color = model.field_raw(samples)
+        raw_density = raw_density.detach().float().requires_grad_(True)
+        raw_color = raw_color.detach().float().requires_grad_(True)
+        with torch.enable_grad():
+            outputs = model.render(samples, raw_density, raw_color)
+            true_losses = model.get_loss_dict(outputs, batch)
+            true_loss = sum(true_losses.values())
+            grad_density, grad_color = torch.autograd.grad(true_loss, [raw_density, raw_color], allow_unused=True)
+        grad_density = torch.zeros_like(raw_density) if grad_density is None else grad_density
+        grad_color = torch.zeros_like(raw_color) if grad_color is None else grad_color
+        importance = torch.cat([grad_density, grad_color], dim=-1).norm(dim=-1)
+        self.batch_sizer.update(importance)
+        hard = draw_hard_samples(importance, self.batch_sizer.hard_batch_size(samples.n_samples))
+        scoring_seconds = time.perf_counter() - start
+
+        start = time.perf_counter()
+        hard_density, hard_color = model.field_raw(samples.subset(hard))
+        surrogate = (hard_density.float() * grad_density[hard]).sum() + (hard_color.float() * grad_color[hard]).sum()
+        graph_seconds = time.perf_counter() - start
+
+        loss_dict = {name: value.detach() for name, value in true_losses.items()}
+        first = next(iter(loss_dict))
+        loss_dict[first] = loss_dict[first] + (surrogate - surrogate.detach())  # value: true loss; gradient: surrogate
+        metrics = model.get_metrics_dict({k: v.detach() for k, v in outputs.items()}, batch)
+        metrics.update(
+            hard_mining_B=torch.tensor(samples.n_samples),
+            hard_mining_b=torch.tensor(hard.numel()),
+            hard_mining_fraction=torch.tensor(hard.numel() / max(samples.n_samples, 1)),
+            hard_mining_tau_hat=torch.tensor(self.batch_sizer.tau_hat),
+            hard_mining_scoring_ms=torch.tensor(1000 * scoring_seconds),
+            hard_mining_graph_forward_ms=torch.tensor(1000 * graph_seconds),
+        )
+        return outputs, loss_dict, metrics

@@ -1,0 +1,179 @@
+"""Hard sample mining (paper 004): tau estimator (eq. 3-5), hard-sample draws, and the mined step."""
+
+from __future__ import annotations
+
+import copy
+import math
+
+import pytest
+import torch
+from nerfstudio.data.dataparsers.blender_dataparser import BlenderDataParserConfig
+
+from nerfstudio_accel.data.scenes import SceneSpec, generate_scene
+from nerfstudio_accel.methods import accel_ngp
+from nerfstudio_accel.pipelines.hard_mining import (
+    HardBatchSizer,
+    HardSampleMiningPipelineConfig,
+    draw_hard_samples,
+    tau_from_importance,
+)
+
+
+def tau_by_the_paper(importance: torch.Tensor) -> float:
+    """Eq. 3-4 written literally: R = ||g - 1/B||^2 / ||g||^2, tau = (1 - R)^(-1/2), g = G / sum(G)."""
+    g = importance.double() / importance.double().sum()
+    uniform = 1.0 / importance.numel()
+    ratio = torch.sum((g - uniform) ** 2) / torch.sum(g**2)
+    return float((1.0 - ratio) ** -0.5)
+
+
+def test_tau_is_one_for_uniform_importance():
+    assert tau_from_importance(torch.full((1000,), 0.3)) == pytest.approx(1.0, abs=1e-12)
+
+
+def test_tau_grows_with_peakedness_and_matches_eq_3_4():
+    """One-hot G gives tau = sqrt(B); in between, tau matches the equations and orders by peakedness."""
+    B = 400
+    one_hot = torch.zeros(B)
+    one_hot[7] = 2.5
+    assert tau_from_importance(one_hot) == pytest.approx(math.sqrt(B), rel=1e-9)
+    generator = torch.Generator().manual_seed(0)
+    mild = torch.rand(B, generator=generator) + 0.5
+    sharp = torch.rand(B, generator=generator) ** 8
+    for importance in (mild, sharp):
+        assert tau_from_importance(importance) == pytest.approx(tau_by_the_paper(importance), rel=1e-9)
+    assert 1.0 < tau_from_importance(mild) < tau_from_importance(sharp) < math.sqrt(B)
+
+
+def test_tau_of_all_zero_importance_is_one():
+    assert tau_from_importance(torch.zeros(50)) == 1.0
+
+
+def test_tau_hat_moving_average_and_batch_size():
+    """tau_hat starts at 1 and moves by alpha toward each step's tau; b = round(B / tau_hat) in [1, B]."""
+    sizer = HardBatchSizer(alpha=0.1)
+    assert sizer.hard_batch_size(1000) == 1000
+    one_hot = torch.zeros(100)
+    one_hot[3] = 1.0
+    tau = sizer.update(one_hot)
+    assert tau == pytest.approx(10.0)
+    assert sizer.tau_hat == pytest.approx(0.9 * 1.0 + 0.1 * 10.0)
+    assert sizer.hard_batch_size(1000) == round(1000 / 1.9)
+    sizer.tau_hat = 5000.0
+    assert sizer.hard_batch_size(1000) == 1
+    assert sizer.hard_batch_size(0) == 0
+    assert HardBatchSizer(alpha=0.1, min_fraction=0.5, tau_hat=10.0).hard_batch_size(1000) == 500
+
+
+def test_draws_are_unique_sorted_and_follow_importance():
+    """Single draws land on index i with probability G_i / sum(G); multi-draws are distinct."""
+    importance = torch.tensor([0.0, 1.0, 3.0, 6.0])
+    torch.manual_seed(0)
+    counts = torch.zeros(4)
+    for _ in range(4000):
+        counts[draw_hard_samples(importance, 1)] += 1
+    assert counts[0] == 0
+    assert torch.allclose(counts / counts.sum(), importance / importance.sum(), atol=0.03)
+    many = draw_hard_samples(torch.rand(500) + 0.01, 200)
+    assert many.numel() == 200 and torch.unique(many).numel() == 200
+    assert torch.equal(many, torch.sort(many).values)
+
+
+def test_draws_with_few_or_no_nonzero_importances():
+    """Zero-importance samples carry no gradient: never drawn; all-zero importance draws nothing."""
+    assert draw_hard_samples(torch.zeros(10), 5).numel() == 0
+    assert draw_hard_samples(torch.tensor([0.0, 2.0, 0.0, 1.0]), 3).tolist() == [1, 3]
+
+
+@pytest.fixture(scope="module")
+def mining_scene(tmp_path_factory):
+    return generate_scene(tmp_path_factory.mktemp("scene"), SceneSpec(num_train=6, num_val=1, num_test=1, resolution=24, seed=1))
+
+
+def mining_trainer(scene, output_dir, min_hard_fraction):
+    """accel-ngp behind the hard-mining pipeline, white background (deterministic targets), CPU."""
+    config = copy.deepcopy(accel_ngp.config)
+    base = config.pipeline
+    config.pipeline = HardSampleMiningPipelineConfig(datamanager=base.datamanager, model=base.model, min_hard_fraction=min_hard_fraction)
+    config.pipeline.datamanager.dataparser = BlenderDataParserConfig(data=scene)
+    config.pipeline.model.background = "white"
+    config.machine.device_type = "cpu"
+    config.vis = "tensorboard"
+    config.output_dir = output_dir
+    config.set_timestamp()
+    trainer = config.setup(local_rank=0, world_size=1)
+    trainer.setup()
+    model = trainer.pipeline.model
+    model.sampler.update(0, model.field.density, model.marching.render_step_size)  # a warm-up grid update
+    return trainer
+
+
+def test_all_samples_mined_gives_ordinary_gradients(mining_scene, tmp_path):
+    """With b = B, the surrogate backward equals ordinary training's parameter gradients, and the
+    reported loss is the true pixel loss."""
+    torch.manual_seed(0)
+    pipeline = mining_trainer(mining_scene, tmp_path, min_hard_fraction=1.0).pipeline
+    model = pipeline.model
+    ray_bundle, batch = pipeline.datamanager.next_train(0)
+    params = [p for p in model.field.parameters()]
+
+    model.zero_grad()
+    ordinary_loss = model.get_loss_dict(model(ray_bundle), batch)["rgb_loss"]
+    ordinary_loss.backward()
+    ordinary = [p.grad.clone() for p in params]
+
+    model.zero_grad()
+    _, loss_dict, metrics = pipeline.mined_loss(ray_bundle, batch)
+    mined_loss = sum(loss_dict.values())
+    mined_loss.backward()
+    assert float(metrics["hard_mining_b"]) <= float(metrics["hard_mining_B"]) and float(metrics["hard_mining_b"]) > 0
+    assert float(mined_loss) == pytest.approx(float(ordinary_loss), rel=1e-6)
+    for expected, param in zip(ordinary, params):
+        assert torch.allclose(param.grad, expected, rtol=1e-4, atol=1e-9)
+
+
+def saved_tensor_bytes(fn) -> int:
+    """Bytes autograd saves for backward while ``fn`` runs (cumulative)."""
+    total = 0
+
+    def pack(tensor):
+        nonlocal total
+        total += tensor.numel() * tensor.element_size()
+        return tensor
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor):
+        fn()
+    return total
+
+
+def test_graph_is_built_for_hard_samples_only(mining_scene, tmp_path):
+    """With tau_hat = 4 the field's graph covers ~B/4 samples: far fewer saved bytes than ordinary training."""
+    torch.manual_seed(0)
+    pipeline = mining_trainer(mining_scene, tmp_path, min_hard_fraction=0.0).pipeline
+    model = pipeline.model
+    ray_bundle, batch = pipeline.datamanager.next_train(0)
+    pipeline.batch_sizer.alpha, pipeline.batch_sizer.tau_hat = 0.0, 4.0
+    ordinary = saved_tensor_bytes(lambda: model.get_loss_dict(model(ray_bundle), batch))
+    results = {}
+    mined = saved_tensor_bytes(lambda: results.update(metrics=pipeline.mined_loss(ray_bundle, batch)[2]))
+    fraction = float(results["metrics"]["hard_mining_fraction"])
+    assert 0.15 < fraction < 0.3
+    assert mined < 0.5 * ordinary
+
+
+def test_mined_training_runs_through_nerfstudios_trainer(mining_scene, tmp_path):
+    """nerfstudio's Trainer drives the mined step unchanged: finite losses, parameters move, and the
+    per-step metrics report B, b <= B and tau_hat >= 1."""
+    from nerfstudio_accel.bench.budget import train_for_budget
+
+    torch.manual_seed(0)
+    trainer = mining_trainer(mining_scene, tmp_path, min_hard_fraction=0.0)
+    before = [p.detach().clone() for p in trainer.pipeline.model.field.parameters()]
+    run = train_for_budget(trainer, budget_seconds=300.0, max_steps=12)
+    assert run.steps == 12
+    after = list(trainer.pipeline.model.field.parameters())
+    assert any(not torch.equal(a, b) for a, b in zip(after, before))
+    _, _, metrics = trainer.pipeline.get_train_loss_dict(12)
+    assert 0 < float(metrics["hard_mining_b"]) <= float(metrics["hard_mining_B"])
+    assert float(metrics["hard_mining_tau_hat"]) >= 1.0
+    assert math.isfinite(float(metrics["psnr"]))
