@@ -15,7 +15,6 @@ import torch
 from jaxtyping import Float
 from torch import Tensor, nn
 from torchmetrics.functional import structural_similarity_index_measure
-from torchmetrics.image import PeakSignalNoiseRatio
 
 logger = logging.getLogger(__name__)
 
@@ -39,22 +38,27 @@ def load_lpips() -> Optional[nn.Module]:
     return LearnedPerceptualImagePatchSimilarity(normalize=True)
 
 
+def psnr_and_ssim(prediction: Float[Tensor, "H W 3"], target: Float[Tensor, "H W 3"]) -> Dict[str, float]:
+    """PSNR (dB) and SSIM of one image pair with values in ``[0, 1]`` (the prediction is clamped)."""
+    pred = torch.moveaxis(prediction.float().clamp(0.0, 1.0), -1, 0)[None]
+    gt = torch.moveaxis(target.float(), -1, 0)[None]
+    return {
+        "psnr": float(-10.0 * torch.log10(torch.mean((pred - gt) ** 2))),
+        "ssim": float(structural_similarity_index_measure(pred, gt, data_range=1.0)),
+    }
+
+
 class ImageMetrics(nn.Module):
     """PSNR, SSIM and (when available) LPIPS of a rendered image against its target."""
 
     def __init__(self) -> None:
         super().__init__()
-        self.psnr = PeakSignalNoiseRatio(data_range=1.0)
         self.lpips = load_lpips()
 
     def forward(self, prediction: Float[Tensor, "H W 3"], target: Float[Tensor, "H W 3"]) -> Dict[str, float]:
         """Scalar metrics of one image pair with values in ``[0, 1]``."""
-        pred = torch.moveaxis(prediction.float().clamp(0.0, 1.0), -1, 0)[None]
-        gt = torch.moveaxis(target.float(), -1, 0)[None]
-        metrics = {
-            "psnr": float(self.psnr(pred, gt)),
-            "ssim": float(structural_similarity_index_measure(pred, gt, data_range=1.0)),
-        }
+        metrics = psnr_and_ssim(prediction, target)
         if self.lpips is not None:
-            metrics["lpips"] = float(self.lpips(pred, gt))
+            pred = torch.moveaxis(prediction.float().clamp(0.0, 1.0), -1, 0)[None]
+            metrics["lpips"] = float(self.lpips(pred, torch.moveaxis(target.float(), -1, 0)[None]))
         return metrics

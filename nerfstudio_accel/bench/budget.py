@@ -13,7 +13,9 @@ from typing import Callable, Dict, List, Optional
 
 import torch
 from nerfstudio.engine.callbacks import TrainingCallbackLocation
-from torchmetrics.functional import structural_similarity_index_measure
+
+from nerfstudio_accel.metrics import psnr_and_ssim
+from nerfstudio_accel.rendering import composite_ground_truth
 
 
 @dataclass
@@ -40,17 +42,14 @@ def evaluate_views(pipeline, background=(1.0, 1.0, 1.0)) -> Dict[str, float]:
     was_training = pipeline.training
     pipeline.eval()
     dataset = pipeline.datamanager.eval_dataset
-    psnrs, ssims = [], []
+    scores = []
     for index in range(len(dataset)):
         camera = dataset.cameras[index : index + 1].to(pipeline.device)
-        rgb = pipeline.model.get_outputs_for_camera(camera)["rgb"].clamp(0.0, 1.0)
+        rgb = pipeline.model.get_outputs_for_camera(camera)["rgb"]
         target = dataset.get_image_float32(index).to(rgb.device)
-        if target.shape[-1] == 4:
-            target = target[..., :3] * target[..., 3:] + torch.tensor(background, device=rgb.device) * (1.0 - target[..., 3:])
-        psnrs.append(float(-10.0 * torch.log10(torch.mean((rgb - target) ** 2))))
-        ssims.append(float(structural_similarity_index_measure(rgb.permute(2, 0, 1)[None], target.permute(2, 0, 1)[None], data_range=1.0)))
+        scores.append(psnr_and_ssim(rgb, composite_ground_truth(target, torch.tensor(background, device=rgb.device))))
     pipeline.train(was_training)
-    return {"psnr": sum(psnrs) / len(psnrs), "ssim": sum(ssims) / len(ssims)}
+    return {key: sum(score[key] for score in scores) / len(scores) for key in ("psnr", "ssim")}
 
 
 def train_for_budget(

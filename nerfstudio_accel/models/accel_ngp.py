@@ -85,7 +85,8 @@ class AccelNGPModel(Model):
     def populate_modules(self) -> None:
         super().populate_modules()
         cfg = self.config
-        on_cuda = torch.device(self.kwargs.get("device", "cpu")).type == "cuda"
+        device = torch.device(self.kwargs.get("device", "cpu"))
+        on_cuda = device.type == "cuda"
         contract = cfg.scene_contraction == "on"
         aabb = self.scene_box.aabb.float()
         self.field = HashGridField(
@@ -96,13 +97,13 @@ class AccelNGPModel(Model):
             log2_hashmap_size=cfg.log2_hashmap_size or (19 if on_cuda else 17),
             hidden_dim=cfg.hidden_dim,
             hidden_dim_color=cfg.hidden_dim_color,
-            implementation=choose_implementation(torch.device(self.kwargs.get("device", "cpu"))),
+            implementation=choose_implementation(device),
         )
         levels = cfg.grid_levels if cfg.grid_levels is not None else (4 if contract else 1)
         resolution = cfg.grid_resolution or (128 if on_cuda else 64)
         self.sampler = OccupancySampler(aabb.flatten(), resolution=resolution, levels=levels, backend=cfg.sampler_backend)
         try:
-            self.sampler.backend_for(torch.device(self.kwargs.get("device", "cpu")))
+            self.sampler.backend_for(device)
         except ValueError as error:
             raise SystemExit(f"error: {error}") from None
         diagonal = float(torch.linalg.norm(aabb[1] - aabb[0]))

@@ -14,6 +14,7 @@ occupied cell of the finest grid level that contains it.
 
 from __future__ import annotations
 
+import math
 from typing import Tuple
 
 import torch
@@ -71,7 +72,7 @@ def _first_step_with_midpoint_after(
         t_at_switch = near + n_uniform * step_size
         # geometric part: midpoint t_K (1 + c)^(k - K) (1 + c / 2) >= t_min
         ratio = torch.clamp(t_min / (t_at_switch * (1.0 + 0.5 * cone_angle)), min=1e-30)
-        k_geometric = n_uniform + torch.ceil(torch.log(ratio) / torch.log1p(torch.tensor(cone_angle)))
+        k_geometric = n_uniform + torch.ceil(torch.log(ratio) / math.log1p(cone_angle))
         k = torch.where(k < n_uniform, k, torch.maximum(k_geometric, n_uniform))
     k = torch.clamp(k, min=0.0)
     # The closed forms can be one step off at float boundaries: settle on the exact index.
