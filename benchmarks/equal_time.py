@@ -54,7 +54,7 @@ def build_config(method_and_flags: str, data: Path, downscale: float, device: st
         raise SystemExit(f"error: unknown method {name!r}; ns-train --help lists the installed ones")
     config = all_methods[name]
     if flags:
-        config = tyro.cli(type(config), default=config, args=flags)
+        config = tyro.cli(tyro.conf.FlagConversionOff[type(config)], default=config, args=flags)
     config.machine.device_type = device
     config.vis = "tensorboard"
     config.output_dir = output_dir

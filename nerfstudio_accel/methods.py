@@ -41,7 +41,7 @@ def _accel_ngp() -> MethodSpecification:
 
     from nerfstudio_accel.engine.schedulers import FloatExponentialDecaySchedulerConfig
     from nerfstudio_accel.models.accel_ngp import AccelNGPModelConfig
-    from nerfstudio_accel.pipelines.accel_pipeline import AccelPipelineConfig
+    from nerfstudio_accel.pipelines.hard_mining import HardSampleMiningPipelineConfig
 
     config = TrainerConfig(
         method_name="accel-ngp",
@@ -50,7 +50,7 @@ def _accel_ngp() -> MethodSpecification:
         steps_per_save=2000,
         max_num_iterations=30000,
         mixed_precision=True,
-        pipeline=AccelPipelineConfig(
+        pipeline=HardSampleMiningPipelineConfig(
             datamanager=VanillaDataManagerConfig(dataparser=NerfstudioDataParserConfig(), eval_num_rays_per_batch=4096),
             model=AccelNGPModelConfig(eval_num_rays_per_chunk=8192),
         ),

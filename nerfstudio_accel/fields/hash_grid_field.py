@@ -103,27 +103,35 @@ class HashGridField(nn.Module):
             return (contracted + 2.0) / 4.0
         return ((positions - lower) / (upper - lower)).clamp(0.0, 1.0)
 
-    def _density_head(self, positions: Float[Tensor, "n 3"]) -> Float[Tensor, "n geo_plus_one"]:
+    def density_head(self, positions: Float[Tensor, "n 3"]) -> Float[Tensor, "n 16"]:
+        """Pre-activation density (column 0) and geometry features (the rest, ``geo_feat_dim`` wide)."""
         return self.density_mlp(self.position_encoding(self.unit_positions(positions)))
+
+    def color_raw(self, geo_features: Float[Tensor, "n geo"], directions: Float[Tensor, "n 3"]) -> Float[Tensor, "n 3"]:
+        """Pre-activation colour from geometry features and unit view ``directions``."""
+        sh_input = (directions + 1.0) / 2.0 if self.implementation == "tcnn" else directions
+        direction_features = self.direction_encoding(sh_input)
+        return self.color_mlp(torch.cat([direction_features.to(geo_features), geo_features], dim=-1))
 
     def field_raw(
         self, positions: Float[Tensor, "n 3"], directions: Float[Tensor, "n 3"]
     ) -> Tuple[Float[Tensor, "n 1"], Float[Tensor, "n 3"]]:
         """Pre-activation density ``sigma'`` and colour ``c'`` at points seen from unit ``directions``."""
-        head = self._density_head(positions)
-        raw_density, geo_features = head[:, :1], head[:, 1:]
-        sh_input = (directions + 1.0) / 2.0 if self.implementation == "tcnn" else directions
-        direction_features = self.direction_encoding(sh_input)
-        raw_color = self.color_mlp(torch.cat([direction_features.to(geo_features), geo_features], dim=-1))
-        return raw_density, raw_color
+        head = self.density_head(positions)
+        return head[:, :1], self.color_raw(head[:, 1:], directions)
 
     @staticmethod
     def activate(
         raw_density: Float[Tensor, "n 1"], raw_color: Float[Tensor, "n 3"]
     ) -> Tuple[Float[Tensor, "n 1"], Float[Tensor, "n 3"]]:
         """Density ``trunc_exp(sigma' - 1)`` (>= 0, per world unit) and colour ``sigmoid(c')`` in ``[0, 1]``."""
-        return trunc_exp(raw_density.float() - 1.0), torch.sigmoid(raw_color.float())
+        return HashGridField.activate_density(raw_density), torch.sigmoid(raw_color.float())
+
+    @staticmethod
+    def activate_density(raw_density: Float[Tensor, "n 1"]) -> Float[Tensor, "n 1"]:
+        """``trunc_exp(sigma' - 1)`` in fp32."""
+        return trunc_exp(raw_density.float() - 1.0)
 
     def density(self, positions: Float[Tensor, "n 3"]) -> Float[Tensor, "n 1"]:
         """Activated density only (grid updates and culling)."""
-        return trunc_exp(self._density_head(positions)[:, :1].float() - 1.0)
+        return self.activate_density(self.density_head(positions)[:, :1])

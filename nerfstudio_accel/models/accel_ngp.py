@@ -5,6 +5,9 @@ A training step goes through three seams that pipelines (e.g. hard sample mining
 - :meth:`AccelNGPModel.sample`: rays -> packed samples through occupied space (no graph);
 - :meth:`AccelNGPModel.field_raw`: samples -> pre-activation density ``sigma'`` and colour ``c'``;
 - :meth:`AccelNGPModel.render`: raw outputs -> activated, composited pixels in fp32.
+
+Plus :meth:`AccelNGPModel.sample_and_forward`, the no-grad forward over all samples that hard sample
+mining scores: it reuses the culling pass's density head, so scoring costs only the colour MLP.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from torch.nn import Parameter
 from nerfstudio_accel.fields.hash_grid_field import HashGridField, choose_implementation
 from nerfstudio_accel.metrics import ImageMetrics
 from nerfstudio_accel.rendering import BackgroundMode, background_colors, composite_ground_truth, render_packed
-from nerfstudio_accel.sampling.occupancy import MarchingOptions, OccupancySampler, SamplerBackend
+from nerfstudio_accel.sampling.occupancy import MarchingOptions, OccupancySampler, SamplerBackend, evaluate_in_chunks
 from nerfstudio_accel.sampling.packed import PackedSamples
 
 logger = logging.getLogger(__name__)
@@ -139,14 +142,35 @@ class AccelNGPModel(Model):
 
     def sample(self, ray_bundle: RayBundle) -> PackedSamples:
         """Packed samples through occupied space, culled by opacity and early stop (train and eval alike)."""
-        origins = ray_bundle.origins.reshape(-1, 3)
-        directions = ray_bundle.directions.reshape(-1, 3)
-        nears = ray_bundle.nears.reshape(-1) if ray_bundle.nears is not None else None
-        fars = ray_bundle.fars.reshape(-1) if ray_bundle.fars is not None else None
+        origins, directions, nears, fars = self._rays(ray_bundle)
         ray_indices, t_starts, t_ends = self.sampler.sample(
             origins, directions, self.marching, density_fn=self.field.density, near_planes=nears, far_planes=fars
         )
-        return PackedSamples(ray_indices, t_starts, t_ends, origins.float(), directions.float())
+        return PackedSamples(ray_indices, t_starts, t_ends, origins, directions)
+
+    @torch.no_grad()
+    def sample_and_forward(self, ray_bundle: RayBundle) -> Tuple[PackedSamples, Float[Tensor, "n 1"], Float[Tensor, "n 3"]]:
+        """:meth:`sample` and :meth:`field_raw` of its samples, without a graph. The density head that
+        culls the marched candidates is kept for the survivors, so only the colour MLP is added."""
+        origins, directions, nears, fars = self._rays(ray_bundle)
+        candidates = PackedSamples(*self.sampler.march(origins, directions, self.marching, nears, fars), origins, directions)
+        if candidates.n_samples == 0 or not self.marching.culls:
+            return (candidates, *self.field_raw(candidates))
+        heads = evaluate_in_chunks(self.field.density_head, candidates.positions)
+        densities = self.field.activate_density(heads[:, :1]).reshape(-1)
+        visible = self.sampler.visible(
+            candidates.ray_indices, candidates.t_starts, candidates.t_ends, densities, candidates.n_rays, self.marching
+        )
+        keep = torch.nonzero(visible).reshape(-1)
+        samples, heads = candidates.subset(keep), heads[keep]
+        return samples, heads[:, :1], self.field.color_raw(heads[:, 1:], samples.sample_directions)
+
+    @staticmethod
+    def _rays(ray_bundle: RayBundle):
+        """Flat fp32 ``origins, directions (n_rays, 3)`` and optional per-ray ``nears, fars (n_rays,)``."""
+        nears = ray_bundle.nears.reshape(-1) if ray_bundle.nears is not None else None
+        fars = ray_bundle.fars.reshape(-1) if ray_bundle.fars is not None else None
+        return ray_bundle.origins.reshape(-1, 3).float(), ray_bundle.directions.reshape(-1, 3).float(), nears, fars
 
     def field_raw(self, samples: PackedSamples) -> Tuple[Float[Tensor, "n 1"], Float[Tensor, "n 3"]]:
         """Pre-activation density and colour of each sample."""

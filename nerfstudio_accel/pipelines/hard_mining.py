@@ -8,7 +8,8 @@ gradients flow through it as the surrogate ``sum(raw_hard * grad_hard)``. The tr
 ``backward()`` (GradScaler, accumulation, DDP) does the rest.
 
 Works with any model exposing the seams ``sample(ray_bundle)``, ``field_raw(samples)`` and
-``render(samples, raw_density, raw_color)`` (see ``models/accel_ngp.py``).
+``render(samples, raw_density, raw_color)`` (see ``models/accel_ngp.py``), where ``samples.subset(index)``
+selects samples by flat index; ``sample_and_forward(ray_bundle)`` is an optional faster scoring forward.
 """
 
 from __future__ import annotations
@@ -110,41 +111,52 @@ class HardSampleMiningPipeline(AccelPipeline):
 
     def mined_loss(self, ray_bundle, batch) -> Tuple[Dict[str, Tensor], Dict[str, Tensor], Dict[str, Tensor]]:
         """One mined step on a given batch: ``(outputs, loss_dict, metrics)``. The loss's value is the true
-        pixel loss over all ``B`` samples; its gradient is the hard samples' surrogate."""
+        loss over all ``B`` samples; its gradient reaches the mined field through the hard samples'
+        surrogate only (other modules, e.g. proposal networks, get their usual gradient)."""
         model = self.model
         start = time.perf_counter()
-        with torch.no_grad():
-            samples = model.sample(ray_bundle)
-            raw_density, raw_color = model.field_raw(samples)
+        samples, raw_density, raw_color = scoring_forward(model, ray_bundle)
         raw_density = raw_density.detach().float().requires_grad_(True)
         raw_color = raw_color.detach().float().requires_grad_(True)
         with torch.enable_grad():
             outputs = model.render(samples, raw_density, raw_color)
-            true_losses = model.get_loss_dict(outputs, batch)
-            true_loss = sum(true_losses.values())
-            grad_density, grad_color = torch.autograd.grad(true_loss, [raw_density, raw_color], allow_unused=True)
-        grad_density = torch.zeros_like(raw_density) if grad_density is None else grad_density
-        grad_color = torch.zeros_like(raw_color) if grad_color is None else grad_color
+            metrics = model.get_metrics_dict(outputs, batch)
+            loss_dict = model.get_loss_dict(outputs, batch, metrics)
+            grads = torch.autograd.grad(sum(loss_dict.values()), [raw_density, raw_color], retain_graph=True, allow_unused=True)
+        grad_density, grad_color = (torch.zeros_like(raw) if grad is None else grad for raw, grad in zip((raw_density, raw_color), grads))
+        grad_density, grad_color = grad_density.reshape(-1, grad_density.shape[-1]), grad_color.reshape(-1, grad_color.shape[-1])
         importance = torch.cat([grad_density, grad_color], dim=-1).norm(dim=-1)
         self.batch_sizer.update(importance)
-        hard = draw_hard_samples(importance, self.batch_sizer.hard_batch_size(samples.n_samples))
+        hard = draw_hard_samples(importance, self.batch_sizer.hard_batch_size(importance.numel()))
         scoring_seconds = time.perf_counter() - start
 
         start = time.perf_counter()
         hard_density, hard_color = model.field_raw(samples.subset(hard))
-        surrogate = (hard_density.float() * grad_density[hard]).sum() + (hard_color.float() * grad_color[hard]).sum()
+        surrogate = sum(
+            (raw.reshape(-1, grad.shape[-1]).float() * grad[hard]).sum()
+            for raw, grad in ((hard_density, grad_density), (hard_color, grad_color))
+        )
         graph_seconds = time.perf_counter() - start
 
-        loss_dict = {name: value.detach() for name, value in true_losses.items()}
         first = next(iter(loss_dict))
         loss_dict[first] = loss_dict[first] + (surrogate - surrogate.detach())  # value: true loss; gradient: surrogate
-        metrics = model.get_metrics_dict({k: v.detach() for k, v in outputs.items()}, batch)
         metrics.update(
-            hard_mining_B=torch.tensor(samples.n_samples),
+            hard_mining_B=torch.tensor(importance.numel()),
             hard_mining_b=torch.tensor(hard.numel()),
-            hard_mining_fraction=torch.tensor(hard.numel() / max(samples.n_samples, 1)),
+            hard_mining_fraction=torch.tensor(hard.numel() / max(importance.numel(), 1)),
             hard_mining_tau_hat=torch.tensor(self.batch_sizer.tau_hat),
             hard_mining_scoring_ms=torch.tensor(1000 * scoring_seconds),
             hard_mining_graph_forward_ms=torch.tensor(1000 * graph_seconds),
         )
         return outputs, loss_dict, metrics
+
+
+def scoring_forward(model, ray_bundle):
+    """The no-grad forward over all samples: ``(samples, raw_density, raw_color)``. Uses the model's
+    ``sample_and_forward`` when it has one (it may reuse its sampler's work), else ``sample`` then
+    ``field_raw`` without a graph."""
+    if hasattr(model, "sample_and_forward"):
+        return model.sample_and_forward(ray_bundle)
+    samples = model.sample(ray_bundle)
+    with torch.no_grad():
+        return (samples, *model.field_raw(samples))

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Callable, Literal, Optional, Tuple
 
 import torch
-from jaxtyping import Float, Int
+from jaxtyping import Bool, Float, Int
 from nerfacc.estimators.occ_grid import OccGridEstimator
 from torch import Tensor, nn
 
@@ -54,11 +54,12 @@ def nerfacc_ops_unavailable_reason() -> str:
     return _NERFACC_OPS_STATUS
 
 
-def evaluate_in_chunks(density_fn: DensityFn, points: Float[Tensor, "n 3"], chunk: int = DENSITY_CHUNK) -> Float[Tensor, "n 1"]:
-    """``density_fn`` over ``points`` in slices of ``chunk`` (no-grad callers: memory stays bounded)."""
+def evaluate_in_chunks(fn: Callable[[Float[Tensor, "n 3"]], Tensor], points: Float[Tensor, "n 3"], chunk: int = DENSITY_CHUNK) -> Tensor:
+    """``fn`` (e.g. a density function, ``(n, 3) -> (n, k)``) over ``points`` in slices of ``chunk``
+    (no-grad callers: memory stays bounded)."""
     if points.shape[0] <= chunk:
-        return density_fn(points)
-    return torch.cat([density_fn(points[i : i + chunk]) for i in range(0, points.shape[0], chunk)])
+        return fn(points)
+    return torch.cat([fn(points[i : i + chunk]) for i in range(0, points.shape[0], chunk)])
 
 
 def check_backend_name(name: str) -> None:
@@ -96,6 +97,11 @@ class MarchingOptions:
     """Skip samples with opacity below this (capped by the grid's mean occupancy, as nerfacc does)."""
     early_stop_eps: float = 1e-4
     """Stop a ray once its transmittance falls below this."""
+
+    @property
+    def culls(self) -> bool:
+        """Whether any culling is asked for."""
+        return self.alpha_threshold > 0.0 or self.early_stop_eps > 0.0
 
 
 class OccupancySampler(nn.Module):
@@ -152,17 +158,16 @@ class OccupancySampler(nn.Module):
         )
 
     @torch.no_grad()
-    def sample(
+    def march(
         self,
         origins: Float[Tensor, "n_rays 3"],
         directions: Float[Tensor, "n_rays 3"],
         options: MarchingOptions,
-        density_fn: Optional[DensityFn] = None,
         near_planes: Optional[Float[Tensor, "n_rays"]] = None,
         far_planes: Optional[Float[Tensor, "n_rays"]] = None,
     ) -> Tuple[Int[Tensor, "n_samples"], Float[Tensor, "n_samples"], Float[Tensor, "n_samples"]]:
-        """Packed samples through occupied space, culled by opacity (once the grid is warmed up) and
-        early stop when ``density_fn`` is given (it maps points ``(n, 3)`` to densities ``(n, 1)``).
+        """Packed candidate samples: every step of the lattice whose midpoint lies in an occupied cell,
+        between the near and far planes (per-ray planes tighten the global ones).
 
         Returns ``ray_indices (int64), t_starts, t_ends``. Not differentiable.
         """
@@ -174,8 +179,7 @@ class OccupancySampler(nn.Module):
         if far_planes is not None:
             far = torch.minimum(far, far_planes.reshape(-1))
         origins, directions = origins.float().contiguous(), directions.float().contiguous()
-        backend = self.backend_for(origins.device)
-        if backend == "nerfacc":
+        if self.backend_for(origins.device) == "nerfacc":
             from nerfacc.grid import traverse_grids
 
             intervals, samples = traverse_grids(
@@ -183,33 +187,55 @@ class OccupancySampler(nn.Module):
                 near_planes=near, far_planes=far,
                 step_size=options.render_step_size, cone_angle=options.cone_angle,
             )
-            t_starts = intervals.vals[intervals.is_left]
-            t_ends = intervals.vals[intervals.is_right]
-            ray_indices = samples.ray_indices.long()
-        else:
-            ray_indices, t_starts, t_ends = torch_ops.traverse_occupancy_grid(
-                origins, directions, self.grid.binaries, self.grid.aabbs, near, far,
-                options.render_step_size, options.cone_angle,
-            )
-        if density_fn is None or t_starts.numel() == 0:
-            return ray_indices, t_starts, t_ends
-        if options.alpha_threshold <= 0.0 and options.early_stop_eps <= 0.0:
-            return ray_indices, t_starts, t_ends
+            return samples.ray_indices.long(), intervals.vals[intervals.is_left], intervals.vals[intervals.is_right]
+        return torch_ops.traverse_occupancy_grid(
+            origins, directions, self.grid.binaries, self.grid.aabbs, near, far,
+            options.render_step_size, options.cone_angle,
+        )
 
-        t_mid = 0.5 * (t_starts + t_ends)
-        points = origins[ray_indices] + directions[ray_indices] * t_mid[:, None]
-        sigmas = evaluate_in_chunks(density_fn, points).reshape(-1).float()
+    @torch.no_grad()
+    def visible(
+        self,
+        ray_indices: Int[Tensor, "n_samples"],
+        t_starts: Float[Tensor, "n_samples"],
+        t_ends: Float[Tensor, "n_samples"],
+        densities: Float[Tensor, "n_samples"],
+        n_rays: int,
+        options: MarchingOptions,
+    ) -> Bool[Tensor, "n_samples"]:
+        """Boolean mask of the samples kept: opacity above the alpha threshold (once the grid is warmed
+        up; capped by the grid's mean occupancy as nerfacc does) and transmittance above ``early_stop_eps``."""
         alpha_threshold = min(options.alpha_threshold, float(self.grid.occs.mean())) if bool(self.warmed_up) else 0.0
-        if backend == "nerfacc":
+        if self.backend_for(densities.device) == "nerfacc":
             from nerfacc.volrend import render_visibility_from_density
 
-            visible = render_visibility_from_density(
-                t_starts, t_ends, sigmas, ray_indices=ray_indices, n_rays=n_rays,
+            return render_visibility_from_density(
+                t_starts, t_ends, densities, ray_indices=ray_indices, n_rays=n_rays,
                 early_stop_eps=options.early_stop_eps, alpha_thre=alpha_threshold,
             )
-        else:
-            visible = torch_ops.render_visibility_from_density(
-                t_starts, t_ends, sigmas, ray_indices, n_rays,
-                early_stop_eps=options.early_stop_eps, alpha_threshold=alpha_threshold,
-            )
-        return ray_indices[visible], t_starts[visible], t_ends[visible]
+        return torch_ops.render_visibility_from_density(
+            t_starts, t_ends, densities, ray_indices, n_rays,
+            early_stop_eps=options.early_stop_eps, alpha_threshold=alpha_threshold,
+        )
+
+    @torch.no_grad()
+    def sample(
+        self,
+        origins: Float[Tensor, "n_rays 3"],
+        directions: Float[Tensor, "n_rays 3"],
+        options: MarchingOptions,
+        density_fn: Optional[DensityFn] = None,
+        near_planes: Optional[Float[Tensor, "n_rays"]] = None,
+        far_planes: Optional[Float[Tensor, "n_rays"]] = None,
+    ) -> Tuple[Int[Tensor, "n_samples"], Float[Tensor, "n_samples"], Float[Tensor, "n_samples"]]:
+        """:meth:`march`, then, when ``density_fn`` (points ``(n, 3)`` to densities ``(n, 1)``) is given,
+        keep the :meth:`visible` samples. Returns ``ray_indices (int64), t_starts, t_ends``."""
+        ray_indices, t_starts, t_ends = self.march(origins, directions, options, near_planes, far_planes)
+        if density_fn is None or t_starts.numel() == 0 or not options.culls:
+            return ray_indices, t_starts, t_ends
+        origins, directions = origins.float(), directions.float()
+        t_mid = 0.5 * (t_starts + t_ends)
+        points = origins[ray_indices] + directions[ray_indices] * t_mid[:, None]
+        densities = evaluate_in_chunks(density_fn, points).reshape(-1).float()
+        keep = self.visible(ray_indices, t_starts, t_ends, densities, origins.shape[0], options)
+        return ray_indices[keep], t_starts[keep], t_ends[keep]

@@ -154,3 +154,29 @@ def test_dynamic_batch_moves_toward_target_and_respects_bounds(learning_scene, t
     assert pipeline.dynamic_num_rays_per_batch == cap
     pipeline._update_dynamic_num_rays_per_batch(10**9)
     assert pipeline.dynamic_num_rays_per_batch == 64
+
+
+def test_scoring_forward_reuses_culling_and_matches_the_seams(tiny_scene, tmp_path):
+    """sample_and_forward (hard mining's no-grad forward) keeps exactly the samples sample() keeps and
+    returns what field_raw gives for them, though it evaluates the density head only once."""
+    torch.manual_seed(0)
+    trainer = make_trainer(tiny_scene, tmp_path)
+    model = trainer.pipeline.model
+    with torch.no_grad():
+        model.field.density_mlp.layers[-1].bias[0] += 4.0  # dense enough for early stop to cut rays short
+    model.sampler.update(0, model.field.density, model.marching.render_step_size)
+    model.sampler.warmed_up.fill_(True)
+    ray_bundle, _ = trainer.pipeline.datamanager.next_train(0)
+    with torch.no_grad():
+        marched = model.sampler.march(ray_bundle.origins, ray_bundle.directions, model.marching)[0].numel()
+        expected = model.sample(ray_bundle)
+        raw_density, raw_color = model.field_raw(expected)
+    head_calls = []
+    original_head = model.field.density_head
+    model.field.density_head = lambda positions: head_calls.append(positions.shape[0]) or original_head(positions)
+    samples, scored_density, scored_color = model.sample_and_forward(ray_bundle)
+    assert 0 < samples.n_samples < marched, "culling should drop some marched samples here"
+    assert torch.equal(samples.ray_indices, expected.ray_indices) and torch.equal(samples.t_starts, expected.t_starts)
+    assert torch.allclose(scored_density, raw_density, atol=1e-5) and torch.allclose(scored_color, raw_color, atol=1e-5)
+    assert not scored_density.requires_grad and not scored_color.requires_grad
+    assert sum(head_calls) == marched, "one density-head pass over the marched candidates, none over survivors"

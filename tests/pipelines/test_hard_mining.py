@@ -93,8 +93,8 @@ def mining_scene(tmp_path_factory):
 def mining_trainer(scene, output_dir, min_hard_fraction):
     """accel-ngp behind the hard-mining pipeline, white background (deterministic targets), CPU."""
     config = copy.deepcopy(accel_ngp.config)
-    base = config.pipeline
-    config.pipeline = HardSampleMiningPipelineConfig(datamanager=base.datamanager, model=base.model, min_hard_fraction=min_hard_fraction)
+    assert isinstance(config.pipeline, HardSampleMiningPipelineConfig) and config.pipeline.hard_mining, "accel-ngp mines by default"
+    config.pipeline.min_hard_fraction = min_hard_fraction
     config.pipeline.datamanager.dataparser = BlenderDataParserConfig(data=scene)
     config.pipeline.model.background = "white"
     config.machine.device_type = "cpu"
