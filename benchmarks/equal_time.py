@@ -2,7 +2,10 @@
 
 Each method is built from the same config ``ns-train`` uses (plus flags written as ns-train takes
 them), trained through nerfstudio's ``Trainer`` (callbacks, optimizers, schedulers) for a fixed
-training-time budget, and scored on every test view. Evaluation time is not counted.
+training-time budget, and scored on every test view. Evaluation time is not counted. Each method
+runs in its own process, so its peak RSS is its own (taken at the first evaluation, before whole
+images are rendered, so it is training's peak up to then); the graph memory is the bytes autograd
+saves in one training step after the budget (hard mining builds its graph on b of B samples).
 
 Example (the CPU table in docs/benchmarks.md):
 
@@ -15,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import shlex
+import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -23,6 +27,7 @@ from typing import Dict
 import torch
 
 from nerfstudio_accel.bench.budget import train_for_budget
+from nerfstudio_accel.bench.memory import peak_rss_bytes, saved_tensor_bytes
 
 
 def _disable_lpips_downloads() -> None:
@@ -72,11 +77,17 @@ def run_method(method_and_flags: str, args: argparse.Namespace, output_dir: Path
     trainer = config.setup(local_rank=0, world_size=1)
     trainer.setup(test_mode="test")
 
+    rss_before_eval = []
+
     def report(point: Dict[str, float]) -> None:
+        rss_before_eval.append(peak_rss_bytes())  # the first is training's peak; evaluation renders whole images
         print(f"  {method_and_flags}: {point['seconds']:6.1f} s  step {point['step']:6d}  psnr {point['psnr']:.2f}", flush=True)
 
-    run = train_for_budget(trainer, args.budget_seconds, eval_points=args.eval_points, on_eval=report)
+    tracked = ("hard_mining_fraction", "hard_mining_tau_hat")
+    run = train_for_budget(trainer, args.budget_seconds, eval_points=args.eval_points, on_eval=report, tracked=tracked)
     final = run.curve[-1]
+    trainer.pipeline.train()
+    graph_bytes = saved_tensor_bytes(lambda: trainer.pipeline.get_train_loss_dict(run.steps))
     return {
         "method": method_and_flags,
         "steps": run.steps,
@@ -85,8 +96,18 @@ def run_method(method_and_flags: str, args: argparse.Namespace, output_dir: Path
         "samples_per_step": round(run.samples / run.steps) if run.samples else None,
         "psnr": round(final["psnr"], 3),
         "ssim": round(final["ssim"], 4),
+        "graph_mb": round(graph_bytes / 2**20, 1),
+        "train_peak_rss_mb": round(rss_before_eval[0] / 2**20),
         "curve": run.curve,
     }
+
+
+def common_arguments(args: argparse.Namespace) -> list:
+    """The options every per-method child process shares with this one."""
+    return [
+        "--data", str(args.data), "--budget-seconds", str(args.budget_seconds), "--downscale", str(args.downscale),
+        "--device", args.device, "--eval-points", str(args.eval_points), "--seed", str(args.seed),
+    ]
 
 
 def main() -> int:
@@ -99,19 +120,32 @@ def main() -> int:
     parser.add_argument("--eval-points", type=int, default=5, help="evaluations along the budget (PSNR vs time)")
     parser.add_argument("--seed", type=int, default=42)
     parser.add_argument("--out", type=Path, help="write results JSON here")
+    parser.add_argument("--one-method-to", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if not args.data.is_dir():
         raise SystemExit(f"error: scene folder {args.data} does not exist")
-    _disable_lpips_downloads()
+    if args.one_method_to:  # child process: one method, results to a file
+        _disable_lpips_downloads()
+        with tempfile.TemporaryDirectory() as scratch:
+            result = run_method(args.method[0], args, Path(scratch))
+        args.one_method_to.write_text(json.dumps(result))
+        return 0
     results = []
     with tempfile.TemporaryDirectory() as scratch:
         for method in args.method:
             print(f"training {method} for {args.budget_seconds:.0f} s on {args.device}", flush=True)
-            results.append(run_method(method, args, Path(scratch)))
-    header = f"{'method':55s} {'steps':>6s} {'ms/step':>8s} {'samples/step':>12s} {'PSNR':>7s} {'SSIM':>6s}"
+            result_file = Path(scratch) / "result.json"
+            command = [sys.executable, __file__, *common_arguments(args), "--method", method, "--one-method-to", str(result_file)]
+            if subprocess.run(command).returncode != 0:
+                raise SystemExit(f"error: {method} failed (its output is above)")
+            results.append(json.loads(result_file.read_text()))
+    header = f"{'method':55s} {'steps':>6s} {'ms/step':>8s} {'samples/step':>12s} {'PSNR':>7s} {'SSIM':>6s} {'graph MB':>8s} {'RSS MB':>7s}"
     print(header)
     for r in results:
-        print(f"{r['method']:55s} {r['steps']:6d} {r['ms_per_step']:8.1f} {str(r['samples_per_step']):>12s} {r['psnr']:7.2f} {r['ssim']:6.3f}")
+        print(
+            f"{r['method']:55s} {r['steps']:6d} {r['ms_per_step']:8.1f} {str(r['samples_per_step']):>12s} {r['psnr']:7.2f} "
+            f"{r['ssim']:6.3f} {r['graph_mb']:8.1f} {r['train_peak_rss_mb']:7d}"
+        )
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         meta = {"data": str(args.data), "downscale": args.downscale, "device": args.device, "budget_seconds": args.budget_seconds,

@@ -70,3 +70,52 @@ def _accel_ngp() -> MethodSpecification:
 
 
 accel_ngp = _guarded("accel-ngp", _accel_ngp)
+
+
+def _accel_nerfacto() -> MethodSpecification:
+    from nerfstudio.cameras.camera_optimizers import CameraOptimizerConfig
+    from nerfstudio.configs.base_config import ViewerConfig
+    from nerfstudio.data.datamanagers.base_datamanager import VanillaDataManagerConfig
+    from nerfstudio.data.dataparsers.nerfstudio_dataparser import NerfstudioDataParserConfig
+    from nerfstudio.engine.optimizers import AdamOptimizerConfig
+    from nerfstudio.engine.trainer import TrainerConfig
+
+    from nerfstudio_accel.engine.schedulers import FloatExponentialDecaySchedulerConfig
+    from nerfstudio_accel.models.accel_nerfacto import AccelNerfactoModelConfig
+    from nerfstudio_accel.pipelines.hard_mining import HardSampleMiningPipelineConfig
+
+    def adam(lr: float, lr_final: float, max_steps: int) -> dict:
+        return {
+            "optimizer": AdamOptimizerConfig(lr=lr, eps=1e-15),
+            "scheduler": FloatExponentialDecaySchedulerConfig(lr_final=lr_final, max_steps=max_steps),
+        }
+
+    config = TrainerConfig(
+        method_name="accel-nerfacto",
+        steps_per_eval_batch=500,
+        steps_per_save=2000,
+        max_num_iterations=30000,
+        mixed_precision=True,
+        pipeline=HardSampleMiningPipelineConfig(
+            datamanager=VanillaDataManagerConfig(dataparser=NerfstudioDataParserConfig(), eval_num_rays_per_batch=4096),
+            model=AccelNerfactoModelConfig(
+                eval_num_rays_per_chunk=1 << 15,
+                average_init_density=0.01,
+                camera_optimizer=CameraOptimizerConfig(mode="SO3xR3"),
+            ),
+        ),
+        optimizers={
+            "proposal_networks": adam(1e-2, 1e-4, 200000),
+            "fields": adam(1e-2, 1e-4, 200000),
+            "camera_opt": adam(1e-3, 1e-4, 5000),
+        },
+        viewer=ViewerConfig(num_rays_per_chunk=1 << 15),
+        vis="viewer",
+    )
+    return MethodSpecification(
+        config=config,
+        description="nerfacto with hard sample mining on its main field (nerfstudio-accel).",
+    )
+
+
+accel_nerfacto = _guarded("accel-nerfacto", _accel_nerfacto)

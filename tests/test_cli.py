@@ -95,7 +95,7 @@ def test_ns_accel_scene_writes_a_blender_scene(run_cli, tmp_path: Path) -> None:
 def trained_run(run_cli, tiny_scene: Path, tmp_path_factory: pytest.TempPathFactory) -> Dict[str, object]:
     """One short ns-train run on the tiny scene, shared by the tests below."""
     output_dir = tmp_path_factory.mktemp("train")
-    code, out, err = ns_train(run_cli, output_dir, (), ("blender-data", "--data", str(tiny_scene)))
+    code, out, err = ns_train(run_cli, output_dir, ("--pipeline.print-every", "10"), ("blender-data", "--data", str(tiny_scene)))
     return {"code": code, "out": out, "err": err, "output_dir": output_dir, "run_dir": run_dir(output_dir)}
 
 
@@ -115,6 +115,49 @@ def test_ns_train_saves_the_final_checkpoint(trained_run) -> None:
     assert state["step"] == MAX_ITERATIONS - 1
     assert any(key.startswith("_model.field.") for key in state["pipeline"])
     assert any(key.startswith("_model.sampler.") for key in state["pipeline"])  # the occupancy grid is saved
+
+
+def tensorboard_scalars(run: Path) -> Dict[str, List[float]]:
+    """Every scalar series in the run's tensorboard event files: tag -> values in step order."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    series: Dict[str, List[float]] = {}
+    for events in sorted(run.glob("events.out.tfevents.*")):
+        accumulator = EventAccumulator(str(events))
+        accumulator.Reload()
+        for tag in accumulator.Tags()["scalars"]:
+            series.setdefault(tag, []).extend(event.value for event in accumulator.Scalars(tag))
+    return series
+
+
+@pytest.mark.slow
+def test_hard_mining_stats_reach_terminal_and_tensorboard(trained_run) -> None:
+    """accel-ngp mines by default: b, B, b/B, tau_hat and pass times are logged to tensorboard at every
+    log step and printed at --pipeline.print-every."""
+    assert trained_run["code"] == 0, trained_run["err"][-3000:]
+    scalars = tensorboard_scalars(trained_run["run_dir"])
+    names = ("B", "b", "fraction", "tau_hat", "scoring_ms", "graph_forward_ms")
+    for name in names:
+        assert scalars.get(f"Train Metrics Dict/hard_mining_{name}"), f"hard_mining_{name} not logged; tags: {sorted(scalars)}"
+    b_values, big_b_values = scalars["Train Metrics Dict/hard_mining_b"], scalars["Train Metrics Dict/hard_mining_B"]
+    assert all(0 < b <= big_b for b, big_b in zip(b_values, big_b_values))
+    printed = [line for line in trained_run["out"].splitlines() if line.startswith("hard mining, step")]
+    assert len(printed) >= 2 and "b/B" in printed[0] and "tau_hat" in printed[0], trained_run["out"][-2000:]
+
+
+@pytest.mark.slow
+def test_hard_mining_off_is_one_flag(run_cli, tiny_scene: Path, tmp_path: Path) -> None:
+    """--pipeline.hard-mining False (the ablation) trains ordinarily: no mining stats anywhere."""
+    code, out, err = run_cli(
+        "ns-train", METHOD, *TRAIN_FLAGS[:4], "--max-num-iterations", "12", "--experiment-name", "exp", "--timestamp", "run",
+        "--output-dir", str(tmp_path), "--pipeline.hard-mining", "False", "--pipeline.print-every", "5",
+        "blender-data", "--data", str(tiny_scene), timeout=300,
+    )
+    assert code == 0, err[-3000:]
+    assert "hard mining, step" not in out
+    scalars = tensorboard_scalars(run_dir(tmp_path))
+    assert "Train Metrics Dict/psnr" in scalars
+    assert not any("hard_mining" in tag for tag in scalars)
 
 
 def run_ns_eval(run_cli, trained_run, **kwargs) -> Tuple[int, str, str, Path]:

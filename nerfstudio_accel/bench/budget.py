@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Dict, List, Optional
+from typing import Callable, Dict, List, Optional, Sequence
 
 import torch
 from nerfstudio.engine.callbacks import TrainingCallbackLocation
@@ -58,31 +58,42 @@ def train_for_budget(
     max_steps: Optional[int] = None,
     eval_points: int = 1,
     on_eval: Optional[Callable[[Dict[str, float]], None]] = None,
+    tracked: Sequence[str] = (),
+    clock: Callable[[], float] = time.perf_counter,
 ) -> BudgetRun:
     """Run training steps until ``budget_seconds`` of training time (or ``max_steps``) is spent,
     evaluating at ``eval_points`` evenly spaced times (the last at the end), outside the clock.
+    Each curve point also holds the mean, since the previous point, of the ``tracked`` training
+    metrics the pipeline reports (e.g. ``hard_mining_fraction``). ``clock`` measures the budget:
+    wall time by default; ``time.process_time`` (CPU time of all threads) is steadier on a shared machine.
 
     Raises ``FloatingPointError`` on a non-finite loss.
     """
     run = BudgetRun()
     next_eval = budget_seconds / eval_points
     pipeline = trainer.pipeline
+    interval: Dict[str, List[float]] = {name: [] for name in tracked}
     while run.train_seconds < budget_seconds and (max_steps is None or run.steps < max_steps):
-        start = time.perf_counter()
+        start = clock()
         pipeline.train()
         for callback in trainer.callbacks:
             callback.run_callback_at_location(run.steps, location=TrainingCallbackLocation.BEFORE_TRAIN_ITERATION)
         loss, _, metrics = trainer.train_iteration(run.steps)
         for callback in trainer.callbacks:
             callback.run_callback_at_location(run.steps, location=TrainingCallbackLocation.AFTER_TRAIN_ITERATION)
-        run.train_seconds += time.perf_counter() - start
+        run.train_seconds += clock() - start
         run.samples += int(metrics.get("num_samples_per_batch", 0))
         run.steps += 1
+        for name in tracked:
+            if name in metrics:
+                interval[name].append(float(metrics[name]))
         if not math.isfinite(float(loss)):
             raise FloatingPointError(f"non-finite loss at step {run.steps}")
         finished = run.train_seconds >= budget_seconds or (max_steps is not None and run.steps >= max_steps)
         if run.train_seconds >= next_eval or finished:
             point = {"seconds": round(run.train_seconds, 2), "step": run.steps, **evaluate_views(pipeline)}
+            point.update({name: sum(values) / len(values) for name, values in interval.items() if values})
+            interval = {name: [] for name in tracked}
             run.curve.append(point)
             if on_eval is not None:
                 on_eval(point)

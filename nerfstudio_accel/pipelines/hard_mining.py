@@ -16,10 +16,12 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Dict, Tuple, Type
+from typing import Dict, List, Tuple, Type
 
 import torch
 from jaxtyping import Float, Int
+from nerfstudio.engine.callbacks import TrainingCallback, TrainingCallbackAttributes, TrainingCallbackLocation
+from nerfstudio.utils.rich_utils import CONSOLE
 from torch import Tensor
 
 from nerfstudio_accel.pipelines.accel_pipeline import AccelPipeline, AccelPipelineConfig
@@ -87,6 +89,9 @@ class HardSampleMiningPipelineConfig(AccelPipelineConfig):
     """Mine hard samples (False: ordinary training, for ablations)."""
     min_hard_fraction: float = 0.0
     """Floor on b/B. The paper has none (0); 1.0 trains on every sample with non-zero gradient."""
+    print_every: int = 500
+    """Print B, b, b/B, tau_hat and pass times to the terminal every this many steps (0: never).
+    They are logged every step to tensorboard / wandb as Train Metrics Dict/hard_mining_*."""
 
 
 class HardSampleMiningPipeline(AccelPipeline):
@@ -98,6 +103,24 @@ class HardSampleMiningPipeline(AccelPipeline):
         super().__init__(config, device, *args, **kwargs)
         num_images = max(len(self.datamanager.train_dataset), 1) if self.datamanager.train_dataset is not None else 1
         self.batch_sizer = HardBatchSizer(alpha=1.0 / num_images, min_fraction=config.min_hard_fraction)
+        self.last_mining_stats: Dict[str, float] = {}
+
+    def get_training_callbacks(self, training_callback_attributes: TrainingCallbackAttributes) -> List[TrainingCallback]:
+        callbacks = super().get_training_callbacks(training_callback_attributes)
+        if self.config.hard_mining and self.config.print_every > 0:
+            callbacks.append(
+                TrainingCallback([TrainingCallbackLocation.AFTER_TRAIN_ITERATION], self._print_mining, update_every_num_iters=self.config.print_every)
+            )
+        return callbacks
+
+    def _print_mining(self, step: int) -> None:
+        stats = self.last_mining_stats
+        if stats:
+            CONSOLE.print(
+                f"hard mining, step {step}: B {stats['hard_mining_B']:.0f}, b {stats['hard_mining_b']:.0f} "
+                f"(b/B {stats['hard_mining_fraction']:.2f}), tau_hat {stats['hard_mining_tau_hat']:.2f}, "
+                f"scoring {stats['hard_mining_scoring_ms']:.0f} ms, graph forward {stats['hard_mining_graph_forward_ms']:.0f} ms"
+            )
 
     def get_train_loss_dict(self, step: int):
         if not self.config.hard_mining:
@@ -140,14 +163,15 @@ class HardSampleMiningPipeline(AccelPipeline):
 
         first = next(iter(loss_dict))
         loss_dict[first] = loss_dict[first] + (surrogate - surrogate.detach())  # value: true loss; gradient: surrogate
-        metrics.update(
-            hard_mining_B=torch.tensor(importance.numel()),
-            hard_mining_b=torch.tensor(hard.numel()),
-            hard_mining_fraction=torch.tensor(hard.numel() / max(importance.numel(), 1)),
-            hard_mining_tau_hat=torch.tensor(self.batch_sizer.tau_hat),
-            hard_mining_scoring_ms=torch.tensor(1000 * scoring_seconds),
-            hard_mining_graph_forward_ms=torch.tensor(1000 * graph_seconds),
-        )
+        self.last_mining_stats = {
+            "hard_mining_B": importance.numel(),
+            "hard_mining_b": hard.numel(),
+            "hard_mining_fraction": hard.numel() / max(importance.numel(), 1),
+            "hard_mining_tau_hat": self.batch_sizer.tau_hat,
+            "hard_mining_scoring_ms": 1000 * scoring_seconds,
+            "hard_mining_graph_forward_ms": 1000 * graph_seconds,
+        }
+        metrics.update({name: torch.tensor(float(value)) for name, value in self.last_mining_stats.items()})
         return outputs, loss_dict, metrics
 
 

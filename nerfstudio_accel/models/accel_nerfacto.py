@@ -1,0 +1,190 @@
+"""accel-nerfacto: nerfstudio's nerfacto behind the seams hard sample mining drives.
+
+The model is nerfacto (proposal sampling, hash-grid field with appearance embedding, nerfstudio's
+renderers and losses), split into:
+
+- :meth:`AccelNerfactoModel.sample`: camera-optimizer tweaks and proposal sampling. The proposal
+  networks keep their graph, so the interlevel loss trains them as usual;
+- :meth:`AccelNerfactoModel.field_raw`: pre-activation density and colour of the main field;
+- :meth:`AccelNerfactoModel.render`: activations, weights, nerfstudio's renderers.
+
+With the hard-mining pipeline the main field learns from the hard samples only; with
+``--pipeline.hard-mining False`` it is nerfacto. Two nerfacto options need the main field's outputs
+with a graph for every sample (normal prediction, distance-squared gradient scaling); they are refused.
+LPIPS is computed only when its weights are on disk (see :mod:`nerfstudio_accel.metrics`).
+"""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional, Tuple, Type
+
+import torch
+from jaxtyping import Float, Int
+from nerfstudio.cameras.rays import RayBundle, RaySamples
+from nerfstudio.data.scene_box import SceneBox
+from nerfstudio.field_components.activations import trunc_exp
+from nerfstudio.field_components.field_heads import FieldHeadNames
+from nerfstudio.field_components.mlp import MLP
+from nerfstudio.fields.nerfacto_field import NerfactoField
+from nerfstudio.models.nerfacto import NerfactoModel, NerfactoModelConfig
+from torch import Tensor, nn
+
+from nerfstudio_accel.metrics import load_lpips
+
+
+@dataclass
+class AccelNerfactoModelConfig(NerfactoModelConfig):
+    """nerfacto with sample / field_raw / render seams (see module docstring)."""
+
+    _target: Type = field(default_factory=lambda: AccelNerfactoModel)
+
+
+@dataclass
+class ProposalSamples:
+    """The main field's samples ``ray_samples`` (``[n_rays, n_per_ray]``, or flat after :meth:`subset`)
+    and the proposal rounds' weights and samples that the interlevel and distortion losses need."""
+
+    ray_samples: RaySamples
+    weights_list: List[Float[Tensor, "n_rays n_per_ray 1"]]
+    ray_samples_list: List[RaySamples]
+
+    def subset(self, index: Int[Tensor, "m"]) -> "ProposalSamples":
+        """Samples at flat ``index`` (a flat ``[m]`` batch; proposal rounds not carried)."""
+        return ProposalSamples(self.ray_samples.flatten()[index], [], [])
+
+
+class RawColorNerfactoField(NerfactoField):
+    """NerfactoField whose colour head ends without its sigmoid, so the pre-activation colour exists;
+    ``get_outputs`` applies the sigmoid, so ``forward`` returns what nerfacto's field returns."""
+
+    def __init__(self, *args, implementation: str = "tcnn", **kwargs) -> None:
+        super().__init__(*args, implementation=implementation, **kwargs)
+        head = self.mlp_head
+        self.mlp_head = MLP(
+            in_dim=head.in_dim,
+            num_layers=head.num_layers,
+            layer_width=head.layer_width,
+            out_dim=head.out_dim,
+            activation=nn.ReLU(),
+            out_activation=None,
+            implementation=implementation,
+        )
+
+    def get_outputs(self, ray_samples: RaySamples, density_embedding: Optional[Tensor] = None) -> Dict[FieldHeadNames, Tensor]:
+        outputs = self.raw_outputs(ray_samples, density_embedding)
+        outputs[FieldHeadNames.RGB] = torch.sigmoid(outputs[FieldHeadNames.RGB])
+        return outputs
+
+    def raw_outputs(self, ray_samples: RaySamples, density_embedding: Optional[Tensor] = None) -> Dict[FieldHeadNames, Tensor]:
+        """nerfacto's field outputs with the colour before its sigmoid."""
+        return super().get_outputs(ray_samples, density_embedding)
+
+    def field_raw(self, ray_samples: RaySamples) -> Tuple[Float[Tensor, "*bs 1"], Float[Tensor, "*bs 3"]]:
+        """Pre-activation density and colour (density = ``average_init_density * trunc_exp(sigma')`` inside the box)."""
+        _, geo_features = self.get_density(ray_samples)
+        raw_density = self._density_before_activation
+        return raw_density, self.raw_outputs(ray_samples, density_embedding=geo_features)[FieldHeadNames.RGB]
+
+    def activate_density(self, ray_samples: RaySamples, raw_density: Float[Tensor, "*bs 1"]) -> Float[Tensor, "*bs 1"]:
+        """nerfacto's density activation, zero outside the scene box (or its contraction)."""
+        positions = ray_samples.frustums.get_positions()
+        if self.spatial_distortion is not None:
+            positions = (self.spatial_distortion(positions) + 2.0) / 4.0
+        else:
+            positions = SceneBox.get_normalized_positions(positions, self.aabb)
+        inside = ((positions > 0.0) & (positions < 1.0)).all(dim=-1, keepdim=True)
+        return self.average_init_density * trunc_exp(raw_density.float()) * inside
+
+
+@contextmanager
+def _nerfacto_modules_swapped():
+    """While nerfacto's ``populate_modules`` runs: build our field class, and LPIPS through
+    :func:`load_lpips` (``None`` offline) instead of a constructor that downloads AlexNet."""
+    import torchmetrics.image.lpip as lpip_module
+    from nerfstudio.models import nerfacto as nerfacto_module
+
+    originals = (nerfacto_module.NerfactoField, lpip_module.LearnedPerceptualImagePatchSimilarity)
+    nerfacto_module.NerfactoField = RawColorNerfactoField  # type: ignore[misc]
+    lpip_module.LearnedPerceptualImagePatchSimilarity = lambda *args, **kwargs: load_lpips()  # type: ignore[misc]
+    try:
+        yield
+    finally:
+        nerfacto_module.NerfactoField, lpip_module.LearnedPerceptualImagePatchSimilarity = originals  # type: ignore[misc]
+
+
+class AccelNerfactoModel(NerfactoModel):
+    """nerfacto split into the hard-mining seams."""
+
+    config: AccelNerfactoModelConfig
+    field: RawColorNerfactoField
+
+    def populate_modules(self) -> None:
+        if self.config.predict_normals or self.config.use_gradient_scaling:
+            raise SystemExit(
+                "error: accel-nerfacto does not support --pipeline.model.predict-normals or "
+                "--pipeline.model.use-gradient-scaling; use nerfacto for those"
+            )
+        with _nerfacto_modules_swapped():
+            super().populate_modules()
+
+    # --- the three seams -------------------------------------------------------------------------
+
+    def sample(self, ray_bundle: RayBundle) -> ProposalSamples:
+        """Proposal sampling (with the proposal networks' graph) after the camera optimizer's tweaks."""
+        if self.training:
+            self.camera_optimizer.apply_to_raybundle(ray_bundle)
+        ray_samples, weights_list, ray_samples_list = self.proposal_sampler(ray_bundle, density_fns=self.density_fns)
+        return ProposalSamples(ray_samples, weights_list, ray_samples_list)
+
+    def field_raw(self, samples: ProposalSamples) -> Tuple[Float[Tensor, "*bs 1"], Float[Tensor, "*bs 3"]]:
+        """Pre-activation density and colour of the main field."""
+        return self.field.field_raw(samples.ray_samples)
+
+    def render(
+        self, samples: ProposalSamples, raw_density: Float[Tensor, "*bs 1"], raw_color: Float[Tensor, "*bs 3"]
+    ) -> Dict[str, Tensor]:
+        """nerfacto's rendering of the activated outputs (its outputs dict, proposal depths included)."""
+        ray_samples = samples.ray_samples
+        density = self.field.activate_density(ray_samples, raw_density)
+        weights = ray_samples.get_weights(density)
+        rgb = self.renderer_rgb(rgb=torch.sigmoid(raw_color.float()), weights=weights)
+        with torch.no_grad():
+            depth = self.renderer_depth(weights=weights, ray_samples=ray_samples)
+        outputs = {
+            "rgb": rgb,
+            "accumulation": self.renderer_accumulation(weights=weights),
+            "depth": depth,
+            "expected_depth": self.renderer_expected_depth(weights=weights, ray_samples=ray_samples),
+            "num_samples_per_ray": torch.full((ray_samples.shape[0],), ray_samples.shape[-1], device=rgb.device),
+        }
+        if self.training:
+            outputs["weights_list"] = samples.weights_list + [weights]
+            outputs["ray_samples_list"] = samples.ray_samples_list + [ray_samples]
+        for i in range(self.config.num_proposal_iterations):
+            outputs[f"prop_depth_{i}"] = self.renderer_depth(weights=samples.weights_list[i], ray_samples=samples.ray_samples_list[i])
+        return outputs
+
+    # --- nerfstudio Model API --------------------------------------------------------------------
+
+    def get_outputs(self, ray_bundle: RayBundle) -> Dict[str, Tensor]:
+        samples = self.sample(ray_bundle)
+        return self.render(samples, *self.field_raw(samples))
+
+    def get_metrics_dict(self, outputs, batch) -> Dict[str, Tensor]:
+        metrics = super().get_metrics_dict(outputs, batch)
+        metrics["num_samples_per_batch"] = outputs["num_samples_per_ray"].sum()
+        return metrics
+
+    def get_image_metrics_and_images(self, outputs, batch):
+        """nerfacto's metrics and images, with LPIPS left out when its weights are not on disk."""
+        if self.lpips is not None:
+            return super().get_image_metrics_and_images(outputs, batch)
+        self.lpips = lambda *args: torch.tensor(float("nan"))
+        try:
+            metrics, images = super().get_image_metrics_and_images(outputs, batch)
+        finally:
+            self.lpips = None
+        metrics.pop("lpips")
+        return metrics, images
