@@ -1,4 +1,5 @@
-"""accel-ngp is registered with nerfstudio, shows up in ns-train, and a broken install cannot take ns-train down."""
+"""accel-ngp and accel-nerfacto are registered with nerfstudio, show up in ns-train, and a broken
+install cannot take ns-train down."""
 
 from __future__ import annotations
 
@@ -14,6 +15,8 @@ MODEL_FLAGS = (
     "--pipeline.model.early-stop-eps",
     "--pipeline.model.scene-contraction {auto,on,off}",
     "--pipeline.target-num-samples",
+    "--pipeline.hard-mining {True,False}",
+    "--pipeline.min-hard-fraction",
 )
 
 
@@ -30,7 +33,7 @@ def test_discover_methods_returns_accel_ngp_trainer_config() -> None:
     from nerfstudio.plugins.registry import discover_methods
 
     from nerfstudio_accel.models.accel_ngp import AccelNGPModel, AccelNGPModelConfig
-    from nerfstudio_accel.pipelines.accel_pipeline import AccelPipeline, AccelPipelineConfig
+    from nerfstudio_accel.pipelines.hard_mining import HardSampleMiningPipeline, HardSampleMiningPipelineConfig
 
     methods, descriptions = discover_methods()
 
@@ -38,13 +41,27 @@ def test_discover_methods_returns_accel_ngp_trainer_config() -> None:
     config = methods[METHOD]
     assert isinstance(config, TrainerConfig)
     assert config.method_name == METHOD
-    assert isinstance(config.pipeline, AccelPipelineConfig)
-    assert config.pipeline._target is AccelPipeline
+    assert isinstance(config.pipeline, HardSampleMiningPipelineConfig)
+    assert config.pipeline._target is HardSampleMiningPipeline and config.pipeline.hard_mining
     assert isinstance(config.pipeline.model, AccelNGPModelConfig)
     assert config.pipeline.model._target is AccelNGPModel
     assert config.pipeline.model.sampler_backend == "auto"
     assert set(config.optimizers) == {"fields"}  # the model's only param group
     assert "nerfstudio-accel" in descriptions[METHOD]
+
+
+def test_discover_methods_returns_accel_nerfacto_mined_by_default() -> None:
+    from nerfstudio.plugins.registry import discover_methods
+
+    from nerfstudio_accel.models.accel_nerfacto import AccelNerfactoModel
+    from nerfstudio_accel.pipelines.hard_mining import HardSampleMiningPipeline
+
+    methods, descriptions = discover_methods()
+    config = methods["accel-nerfacto"]
+    assert config.pipeline._target is HardSampleMiningPipeline and config.pipeline.hard_mining
+    assert config.pipeline.model._target is AccelNerfactoModel
+    assert set(config.optimizers) == {"proposal_networks", "fields", "camera_opt"}
+    assert "nerfstudio-accel" in descriptions["accel-nerfacto"]
 
 
 def test_entry_point_object_is_a_method_specification() -> None:
@@ -121,19 +138,20 @@ def test_broken_plugin_import_leaves_nerfstudio_methods_working(run_cli) -> None
                if line.startswith(("PLUGINS ", "ALL "))}
     assert METHOD not in results["PLUGINS"]
     assert METHOD not in results["ALL"]
-    assert {"nerfacto", "instant-ngp"} <= set(results["ALL"])
+    assert {"nerfacto", "instant-ngp", "accel-nerfacto"} <= set(results["ALL"]), "one broken method leaves the others"
     warning = squash(out + err)
     assert f"<{METHOD} unavailable: nerfstudio-accel failed to import (ModuleNotFoundError:" in warning
     assert "nerfstudio_accel.models.accel_ngp" in warning
 
 
-def test_ns_train_help_lists_accel_ngp(run_cli) -> None:
+def test_ns_train_help_lists_accel_methods(run_cli) -> None:
     code, out, err = run_cli("ns-train", "--help", timeout=120)
 
     assert code == 0, err[-3000:]
     assert "Traceback" not in out + err
     usage = squash(out)
-    assert "{" in usage and f",{METHOD}," in usage.replace("{", ",").replace("}", ",")
+    for method in (METHOD, "accel-nerfacto"):
+        assert "{" in usage and f",{method}," in usage.replace("{", ",").replace("}", ","), method
     assert "Instant-NGP on an occupancy grid" in usage  # our description, next to the method name
 
 

@@ -132,7 +132,10 @@ class AccelNerfactoModel(NerfactoModel):
     # --- the three seams -------------------------------------------------------------------------
 
     def sample(self, ray_bundle: RayBundle) -> ProposalSamples:
-        """Proposal sampling (with the proposal networks' graph) after the camera optimizer's tweaks."""
+        """Near/far planes, the camera optimizer's tweaks, then proposal sampling (with the proposal
+        networks' graph). Applying the collider again when ``forward`` already did is harmless."""
+        if self.collider is not None:
+            ray_bundle = self.collider(ray_bundle)
         if self.training:
             self.camera_optimizer.apply_to_raybundle(ray_bundle)
         ray_samples, weights_list, ray_samples_list = self.proposal_sampler(ray_bundle, density_fns=self.density_fns)
