@@ -137,29 +137,28 @@ class HardSampleMiningPipeline(AccelPipeline):
         loss over all ``B`` samples; its gradient reaches the mined field through the hard samples'
         surrogate only (other modules, e.g. proposal networks, get their usual gradient)."""
         model = self.model
-        start = time.perf_counter()
+        start = self._clock()
         samples, raw_density, raw_color = scoring_forward(model, ray_bundle)
-        raw_density = raw_density.detach().float().requires_grad_(True)
-        raw_color = raw_color.detach().float().requires_grad_(True)
+        raw = [raw_density.detach().float().requires_grad_(True), raw_color.detach().float().requires_grad_(True)]
         with torch.enable_grad():
-            outputs = model.render(samples, raw_density, raw_color)
+            outputs = model.render(samples, *raw)
             metrics = model.get_metrics_dict(outputs, batch)
             loss_dict = model.get_loss_dict(outputs, batch, metrics)
-            grads = torch.autograd.grad(sum(loss_dict.values()), [raw_density, raw_color], retain_graph=True, allow_unused=True)
-        grad_density, grad_color = (torch.zeros_like(raw) if grad is None else grad for raw, grad in zip((raw_density, raw_color), grads))
-        grad_density, grad_color = grad_density.reshape(-1, grad_density.shape[-1]), grad_color.reshape(-1, grad_color.shape[-1])
-        importance = torch.cat([grad_density, grad_color], dim=-1).norm(dim=-1)
+            grads = torch.autograd.grad(sum(loss_dict.values()), raw, retain_graph=True, allow_unused=True)
+        # per-sample output gradients, flat: (B, 1) for density and (B, 3) for colour
+        grads = [(torch.zeros_like(r) if g is None else g).reshape(-1, r.shape[-1]) for r, g in zip(raw, grads)]
+        importance = torch.cat(grads, dim=-1).norm(dim=-1)
         self.batch_sizer.update(importance)
         hard = draw_hard_samples(importance, self.batch_sizer.hard_batch_size(importance.numel()))
-        scoring_seconds = time.perf_counter() - start
+        scoring_seconds = self._clock() - start
 
-        start = time.perf_counter()
-        hard_density, hard_color = model.field_raw(samples.subset(hard))
-        surrogate = sum(
-            (raw.reshape(-1, grad.shape[-1]).float() * grad[hard]).sum()
-            for raw, grad in ((hard_density, grad_density), (hard_color, grad_color))
-        )
-        graph_seconds = time.perf_counter() - start
+        start = self._clock()
+        surrogate = torch.zeros((), device=importance.device)
+        if hard.numel() > 0:
+            hard_outputs = model.field_raw(samples.subset(hard))
+            for hard_raw, grad in zip(hard_outputs, grads):
+                surrogate = surrogate + (hard_raw.reshape(-1, grad.shape[-1]).float() * grad[hard]).sum()
+        graph_seconds = self._clock() - start
 
         first = next(iter(loss_dict))
         loss_dict[first] = loss_dict[first] + (surrogate - surrogate.detach())  # value: true loss; gradient: surrogate
@@ -173,6 +172,13 @@ class HardSampleMiningPipeline(AccelPipeline):
         }
         metrics.update({name: torch.tensor(float(value)) for name, value in self.last_mining_stats.items()})
         return outputs, loss_dict, metrics
+
+
+    def _clock(self) -> float:
+        """Seconds, after the device's queued work is done (pass times on CUDA would be launch times)."""
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+        return time.perf_counter()
 
 
 def scoring_forward(model, ray_bundle):

@@ -134,18 +134,45 @@ def test_all_samples_mined_gives_ordinary_gradients(mining_scene, tmp_path):
 
 
 def test_graph_is_built_for_hard_samples_only(mining_scene, tmp_path):
-    """With tau_hat = 4 the field's graph covers ~B/4 samples: far fewer saved bytes than ordinary training."""
+    """The graph pass's saved bytes scale with b, not B: with tau_hat = 4 the whole mined step saves
+    under half of ordinary training's bytes, and tau_hat = 8 halves the graph pass again."""
     torch.manual_seed(0)
     pipeline = mining_trainer(mining_scene, tmp_path, min_hard_fraction=0.0).pipeline
     model = pipeline.model
     ray_bundle, batch = pipeline.datamanager.next_train(0)
-    pipeline.batch_sizer.alpha, pipeline.batch_sizer.tau_hat = 0.0, 4.0
     ordinary = saved_tensor_bytes(lambda: model.get_loss_dict(model(ray_bundle), batch))
-    results = {}
-    mined = saved_tensor_bytes(lambda: results.update(metrics=pipeline.mined_loss(ray_bundle, batch)[2]))
-    fraction = float(results["metrics"]["hard_mining_fraction"])
-    assert 0.15 < fraction < 0.3
-    assert mined < 0.5 * ordinary
+
+    graph_pass_bytes = []
+    field_raw = model.field_raw
+
+    def counted_field_raw(samples):  # in a mined step, only the graph pass calls field_raw
+        result = []
+        graph_pass_bytes.append(saved_tensor_bytes(lambda: result.extend(field_raw(samples))))
+        return tuple(result)
+
+    model.field_raw = counted_field_raw
+    step = {}
+    for tau_hat in (4.0, 8.0):
+        pipeline.batch_sizer.alpha, pipeline.batch_sizer.tau_hat = 0.0, tau_hat
+        step[tau_hat] = {"bytes": saved_tensor_bytes(lambda: step.update(metrics=pipeline.mined_loss(ray_bundle, batch)[2]))}
+        step[tau_hat]["b"] = float(step["metrics"]["hard_mining_b"])
+        step[tau_hat]["graph_pass"] = graph_pass_bytes[-1]
+        step[tau_hat]["fraction"] = float(step["metrics"]["hard_mining_fraction"])
+    assert 0.15 < step[4.0]["fraction"] < 0.3
+    assert step[4.0]["bytes"] < 0.5 * ordinary
+    b_ratio = step[8.0]["b"] / step[4.0]["b"]
+    assert step[8.0]["graph_pass"] / step[4.0]["graph_pass"] == pytest.approx(b_ratio, rel=0.1)
+
+
+def test_step_without_samples_skips_the_graph_pass(mining_scene, tmp_path):
+    """An empty occupancy grid marches no samples: b = 0, no graph pass, and the step still backpropagates."""
+    pipeline = mining_trainer(mining_scene, tmp_path, min_hard_fraction=0.0).pipeline
+    pipeline.model.sampler.grid.binaries.zero_()
+    ray_bundle, batch = pipeline.datamanager.next_train(0)
+    _, loss_dict, metrics = pipeline.mined_loss(ray_bundle, batch)
+    sum(loss_dict.values()).backward()
+    assert float(metrics["hard_mining_B"]) == 0 and float(metrics["hard_mining_b"]) == 0
+    assert math.isfinite(float(sum(loss_dict.values())))
 
 
 def test_mined_training_runs_through_nerfstudios_trainer(mining_scene, tmp_path):
