@@ -27,7 +27,7 @@ from typing import Dict
 import torch
 
 from nerfstudio_accel.bench.budget import train_for_budget
-from nerfstudio_accel.bench.memory import peak_rss_bytes, saved_tensor_bytes
+from nerfstudio_accel.bench.memory import saved_tensor_bytes
 
 
 def _disable_lpips_downloads() -> None:
@@ -77,14 +77,13 @@ def run_method(method_and_flags: str, args: argparse.Namespace, output_dir: Path
     trainer = config.setup(local_rank=0, world_size=1)
     trainer.setup(test_mode="test")
 
-    rss_before_eval = []
-
     def report(point: Dict[str, float]) -> None:
-        rss_before_eval.append(peak_rss_bytes())  # the first is training's peak; evaluation renders whole images
         print(f"  {method_and_flags}: {point['seconds']:6.1f} s  step {point['step']:6d}  psnr {point['psnr']:.2f}", flush=True)
 
     tracked = ("hard_mining_fraction", "hard_mining_tau_hat")
-    run = train_for_budget(trainer, args.budget_seconds, eval_points=args.eval_points, on_eval=report, tracked=tracked)
+    run = train_for_budget(
+        trainer, args.budget_seconds, max_steps=args.max_steps, eval_points=args.eval_points, on_eval=report, tracked=tracked
+    )
     final = run.curve[-1]
     trainer.pipeline.train()
     graph_bytes = saved_tensor_bytes(lambda: trainer.pipeline.get_train_loss_dict(run.steps))
@@ -94,10 +93,11 @@ def run_method(method_and_flags: str, args: argparse.Namespace, output_dir: Path
         "train_seconds": round(run.train_seconds, 2),
         "ms_per_step": round(run.ms_per_step, 2),
         "samples_per_step": round(run.samples / run.steps) if run.samples else None,
+        "rays_per_second": round(run.rays_per_second) if run.rays else None,
         "psnr": round(final["psnr"], 3),
         "ssim": round(final["ssim"], 4),
         "graph_mb": round(graph_bytes / 2**20, 1),
-        "train_peak_rss_mb": round(rss_before_eval[0] / 2**20),
+        "train_peak_rss_mb": round(run.train_peak_rss_bytes / 2**20),
         "curve": run.curve,
     }
 
@@ -107,7 +107,7 @@ def common_arguments(args: argparse.Namespace) -> list:
     return [
         "--data", str(args.data), "--budget-seconds", str(args.budget_seconds), "--downscale", str(args.downscale),
         "--device", args.device, "--eval-points", str(args.eval_points), "--seed", str(args.seed),
-    ]
+    ] + (["--max-steps", str(args.max_steps)] if args.max_steps else [])
 
 
 def main() -> int:
@@ -115,6 +115,7 @@ def main() -> int:
     parser.add_argument("--data", type=Path, required=True, help="Blender-format scene folder")
     parser.add_argument("--method", action="append", required=True, help='method name plus ns-train flags, e.g. "nerfacto --pipeline.model.implementation torch"')
     parser.add_argument("--budget-seconds", type=float, default=300.0, help="training time per method")
+    parser.add_argument("--max-steps", type=int, help="also stop at this many steps (equal-steps comparisons)")
     parser.add_argument("--downscale", type=float, default=4.0, help="image downscale factor (4: lego at 100x100)")
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--eval-points", type=int, default=5, help="evaluations along the budget (PSNR vs time)")
@@ -139,11 +140,11 @@ def main() -> int:
             if subprocess.run(command).returncode != 0:
                 raise SystemExit(f"error: {method} failed (its output is above)")
             results.append(json.loads(result_file.read_text()))
-    header = f"{'method':55s} {'steps':>6s} {'ms/step':>8s} {'samples/step':>12s} {'PSNR':>7s} {'SSIM':>6s} {'graph MB':>8s} {'RSS MB':>7s}"
+    header = f"{'method':55s} {'steps':>6s} {'ms/step':>8s} {'samples/step':>12s} {'rays/s':>7s} {'PSNR':>7s} {'SSIM':>6s} {'graph MB':>8s} {'RSS MB':>7s}"
     print(header)
     for r in results:
         print(
-            f"{r['method']:55s} {r['steps']:6d} {r['ms_per_step']:8.1f} {str(r['samples_per_step']):>12s} {r['psnr']:7.2f} "
+            f"{r['method']:55s} {r['steps']:6d} {r['ms_per_step']:8.1f} {str(r['samples_per_step']):>12s} {str(r['rays_per_second']):>7s} {r['psnr']:7.2f} "
             f"{r['ssim']:6.3f} {r['graph_mb']:8.1f} {r['train_peak_rss_mb']:7d}"
         )
     if args.out:

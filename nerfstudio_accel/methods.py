@@ -37,19 +37,18 @@ def _accel_ngp() -> MethodSpecification:
     from nerfstudio.data.datamanagers.base_datamanager import VanillaDataManagerConfig
     from nerfstudio.data.dataparsers.nerfstudio_dataparser import NerfstudioDataParserConfig
     from nerfstudio.engine.optimizers import AdamOptimizerConfig
-    from nerfstudio.engine.trainer import TrainerConfig
 
     from nerfstudio_accel.engine.schedulers import FloatExponentialDecaySchedulerConfig
+    from nerfstudio_accel.engine.trainer import AccelTrainerConfig
     from nerfstudio_accel.models.accel_ngp import AccelNGPModelConfig
     from nerfstudio_accel.pipelines.hard_mining import HardSampleMiningPipelineConfig
 
-    config = TrainerConfig(
+    config = AccelTrainerConfig(
         method_name="accel-ngp",
         steps_per_eval_batch=500,
         steps_per_eval_image=500,
         steps_per_save=2000,
         max_num_iterations=30000,
-        mixed_precision=True,
         pipeline=HardSampleMiningPipelineConfig(
             datamanager=VanillaDataManagerConfig(dataparser=NerfstudioDataParserConfig(), eval_num_rays_per_batch=4096),
             model=AccelNGPModelConfig(eval_num_rays_per_chunk=8192),
@@ -78,9 +77,9 @@ def _accel_nerfacto() -> MethodSpecification:
     from nerfstudio.data.datamanagers.base_datamanager import VanillaDataManagerConfig
     from nerfstudio.data.dataparsers.nerfstudio_dataparser import NerfstudioDataParserConfig
     from nerfstudio.engine.optimizers import AdamOptimizerConfig
-    from nerfstudio.engine.trainer import TrainerConfig
 
     from nerfstudio_accel.engine.schedulers import FloatExponentialDecaySchedulerConfig
+    from nerfstudio_accel.engine.trainer import AccelTrainerConfig
     from nerfstudio_accel.models.accel_nerfacto import AccelNerfactoModelConfig
     from nerfstudio_accel.pipelines.hard_mining import HardSampleMiningPipelineConfig
 
@@ -90,12 +89,11 @@ def _accel_nerfacto() -> MethodSpecification:
             "scheduler": FloatExponentialDecaySchedulerConfig(lr_final=lr_final, max_steps=max_steps),
         }
 
-    config = TrainerConfig(
+    config = AccelTrainerConfig(
         method_name="accel-nerfacto",
         steps_per_eval_batch=500,
         steps_per_save=2000,
         max_num_iterations=30000,
-        mixed_precision=True,
         pipeline=HardSampleMiningPipelineConfig(
             datamanager=VanillaDataManagerConfig(dataparser=NerfstudioDataParserConfig(), eval_num_rays_per_batch=4096),
             model=AccelNerfactoModelConfig(

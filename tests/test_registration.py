@@ -17,6 +17,9 @@ MODEL_FLAGS = (
     "--pipeline.target-num-samples",
     "--pipeline.hard-mining {True,False}",
     "--pipeline.min-hard-fraction",
+    "--precision {auto,fp32,fp16,bf16}",
+    "--max-grad-norm",
+    "--max-consecutive-skips",
 )
 
 
@@ -32,6 +35,7 @@ def test_discover_methods_returns_accel_ngp_trainer_config() -> None:
     from nerfstudio.engine.trainer import TrainerConfig
     from nerfstudio.plugins.registry import discover_methods
 
+    from nerfstudio_accel.engine.trainer import AccelTrainerConfig
     from nerfstudio_accel.models.accel_ngp import AccelNGPModel, AccelNGPModelConfig
     from nerfstudio_accel.pipelines.hard_mining import HardSampleMiningPipeline, HardSampleMiningPipelineConfig
 
@@ -39,7 +43,7 @@ def test_discover_methods_returns_accel_ngp_trainer_config() -> None:
 
     assert METHOD in methods, sorted(methods)
     config = methods[METHOD]
-    assert isinstance(config, TrainerConfig)
+    assert isinstance(config, TrainerConfig) and isinstance(config, AccelTrainerConfig)
     assert config.method_name == METHOD
     assert isinstance(config.pipeline, HardSampleMiningPipelineConfig)
     assert config.pipeline._target is HardSampleMiningPipeline and config.pipeline.hard_mining
@@ -53,11 +57,13 @@ def test_discover_methods_returns_accel_ngp_trainer_config() -> None:
 def test_discover_methods_returns_accel_nerfacto_mined_by_default() -> None:
     from nerfstudio.plugins.registry import discover_methods
 
+    from nerfstudio_accel.engine.trainer import AccelTrainerConfig
     from nerfstudio_accel.models.accel_nerfacto import AccelNerfactoModel
     from nerfstudio_accel.pipelines.hard_mining import HardSampleMiningPipeline
 
     methods, descriptions = discover_methods()
     config = methods["accel-nerfacto"]
+    assert isinstance(config, AccelTrainerConfig)
     assert config.pipeline._target is HardSampleMiningPipeline and config.pipeline.hard_mining
     assert config.pipeline.model._target is AccelNerfactoModel
     assert set(config.optimizers) == {"proposal_networks", "fields", "camera_opt"}
@@ -162,5 +168,7 @@ def test_ns_train_accel_ngp_help_shows_model_flags(run_cli) -> None:
     assert "Traceback" not in out + err
     for flag in MODEL_FLAGS:
         assert flag in out, flag
+    for superseded in ("--mixed-precision", "--use-grad-scaler"):  # set from --precision
+        assert superseded not in out, superseded
     assert "blender-data" in out  # the data parser subcommands follow
 

@@ -14,6 +14,7 @@ from typing import Callable, Dict, List, Optional, Sequence
 import torch
 from nerfstudio.engine.callbacks import TrainingCallbackLocation
 
+from nerfstudio_accel.bench.memory import peak_rss_bytes
 from nerfstudio_accel.metrics import psnr_and_ssim
 from nerfstudio_accel.rendering import composite_ground_truth
 
@@ -25,11 +26,18 @@ class BudgetRun:
     steps: int = 0
     train_seconds: float = 0.0
     samples: int = 0
+    rays: int = 0
+    train_peak_rss_bytes: Optional[int] = None
+    """Peak resident memory before the first evaluation (evaluation renders whole images)."""
     curve: List[Dict[str, float]] = field(default_factory=list)
 
     @property
     def ms_per_step(self) -> float:
         return 1000.0 * self.train_seconds / max(self.steps, 1)
+
+    @property
+    def rays_per_second(self) -> float:
+        return self.rays / max(self.train_seconds, 1e-9)
 
 
 @torch.no_grad()
@@ -83,6 +91,7 @@ def train_for_budget(
             callback.run_callback_at_location(run.steps, location=TrainingCallbackLocation.AFTER_TRAIN_ITERATION)
         run.train_seconds += clock() - start
         run.samples += int(metrics.get("num_samples_per_batch", 0))
+        run.rays += int(metrics.get("num_rays_per_batch", 0))
         run.steps += 1
         for name in tracked:
             if name in metrics:
@@ -91,6 +100,8 @@ def train_for_budget(
             raise FloatingPointError(f"non-finite loss at step {run.steps}")
         finished = run.train_seconds >= budget_seconds or (max_steps is not None and run.steps >= max_steps)
         if run.train_seconds >= next_eval or finished:
+            if run.train_peak_rss_bytes is None:
+                run.train_peak_rss_bytes = peak_rss_bytes()
             point = {"seconds": round(run.train_seconds, 2), "step": run.steps, **evaluate_views(pipeline)}
             point.update({name: sum(values) / len(values) for name, values in interval.items() if values})
             interval = {name: [] for name in tracked}

@@ -1,0 +1,205 @@
+"""AccelTrainer: nerfstudio's Trainer with explicit precision, a non-finite step guard, atomic
+checkpoints and resume that stops at ``--max-num-iterations``.
+
+- ``--precision {auto,fp32,fp16,bf16}``: autocast covers the model's forward; accel renderers run in
+  fp32 whatever the autocast (see :mod:`nerfstudio_accel.rendering`); parameters stay fp32. fp16
+  uses a GradScaler whose scale is logged as ``loss_scale``. ``auto`` is fp16 on CUDA and fp32
+  elsewhere.
+- A step whose loss or gradients are not finite is skipped: no optimizer or scheduler step, so
+  parameters and optimizer state are untouched. Skips are counted and logged; after
+  ``--max-consecutive-skips`` in a row training stops with one line naming the step and the last
+  good checkpoint.
+- Checkpoints are written to a temporary file in the checkpoint folder and renamed into place, so a
+  crash during a save leaves the previous checkpoints intact.
+- A resumed run (``--load-dir`` / ``--load-checkpoint``) continues at the saved step and ends at
+  ``--max-num-iterations`` in total (nerfstudio 1.1.5 would train that many more).
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import List, Literal, Optional, Type
+
+import torch
+import tyro
+from nerfstudio.engine.trainer import Trainer, TrainerConfig
+from nerfstudio.utils.rich_utils import CONSOLE
+
+Precision = Literal["auto", "fp32", "fp16", "bf16"]
+CHECKPOINT_GLOB = "step-*.ckpt"
+
+
+class TrainingStopped(SystemExit):
+    """Training gave up (e.g. too many non-finite steps); the message is one line for the user."""
+
+
+def resolve_precision(requested: Precision, device_type: str) -> Literal["fp32", "fp16", "bf16"]:
+    """The precision to train in on ``device_type``; raises ``ValueError`` (one line) when it cannot run there."""
+    if requested not in ("auto", "fp32", "fp16", "bf16"):
+        raise ValueError(f"unknown precision {requested!r}; choose auto, fp32, fp16 or bf16")
+    if requested == "auto":
+        return "fp16" if device_type == "cuda" else "fp32"
+    if requested == "fp16" and device_type != "cuda":
+        raise ValueError(f"--precision fp16 needs a CUDA device (this run is on {device_type}); use bf16 or fp32")
+    if requested == "bf16" and device_type == "cuda" and not torch.cuda.is_bf16_supported():
+        raise ValueError("--precision bf16 is not supported by this GPU; use fp16 or fp32")
+    return requested
+
+
+@dataclass
+class AccelTrainerConfig(TrainerConfig):
+    """nerfstudio TrainerConfig plus precision, gradient clipping and the non-finite step guard."""
+
+    _target: Type = field(default_factory=lambda: AccelTrainer)
+    precision: Precision = "auto"
+    """Autocast precision of the model forward: fp16 (with loss scaling) on CUDA for auto, fp32 elsewhere."""
+    mixed_precision: tyro.conf.Suppress[bool] = False
+    """Set from --precision (kept for nerfstudio code that reads it)."""
+    use_grad_scaler: tyro.conf.Suppress[bool] = False
+    """Set from --precision: loss scaling exactly for fp16."""
+    max_grad_norm: Optional[float] = None
+    """Clip the global gradient norm (after unscaling) to this; None: no clipping."""
+    max_consecutive_skips: int = 20
+    """Stop training after this many steps in a row with non-finite loss or gradients."""
+
+
+class AccelTrainer(Trainer):
+    """See the module docstring."""
+
+    config: AccelTrainerConfig
+
+    def __init__(self, config: AccelTrainerConfig, local_rank: int = 0, world_size: int = 1) -> None:
+        super().__init__(config, local_rank, world_size)
+        device_type = str(self.device).split(":")[0]
+        try:
+            self.precision = resolve_precision(config.precision, device_type)
+        except ValueError as error:
+            raise SystemExit(f"error: {error}") from None
+        self.autocast_device = "cpu" if device_type == "mps" else device_type
+        self.mixed_precision = self.precision != "fp32"
+        config.mixed_precision = self.mixed_precision
+        self.use_grad_scaler = self.precision == "fp16"
+        self.grad_scaler = torch.amp.GradScaler(self.autocast_device, enabled=self.use_grad_scaler)
+        self.skipped_steps = 0
+        self.consecutive_skips = 0
+        self.last_checkpoint: Optional[Path] = None
+        CONSOLE.print(f"Training precision: {self.precision} (--precision {config.precision}) on {device_type}")
+
+    # --- one step --------------------------------------------------------------------------------
+
+    def train_iteration(self, step: int):
+        groups = list(self.optimizers.parameters.keys())
+        accumulation = self.gradient_accumulation_steps
+        self.optimizers.zero_grad_some([g for g in groups if step % accumulation[g] == 0])
+        autocast_dtype = torch.bfloat16 if self.precision == "bf16" else torch.float16
+        with torch.autocast(device_type=self.autocast_device, dtype=autocast_dtype, enabled=self.mixed_precision):
+            _, loss_dict, metrics_dict = self.pipeline.get_train_loss_dict(step=step)
+        loss = functools.reduce(torch.add, [value.float() for value in loss_dict.values()])
+        self.grad_scaler.scale(loss).backward()
+
+        stepping = [
+            g for g in groups
+            if step % accumulation[g] == accumulation[g] - 1 and any(p.grad is not None for p in self.optimizers.parameters[g])
+        ]
+        for group in stepping:
+            self.grad_scaler.unscale_(self.optimizers.optimizers[group])
+        finite = bool(torch.isfinite(loss)) and self._gradients_finite(groups)
+        if finite:
+            self._clip_gradients(stepping, metrics_dict)
+            for group in stepping:
+                self.grad_scaler.step(self.optimizers.optimizers[group])
+            self.consecutive_skips = 0
+        else:
+            self.optimizers.zero_grad_some(groups)  # nothing of a poisoned step survives into accumulation
+            self.skipped_steps += 1
+            self.consecutive_skips += 1
+        if self.use_grad_scaler:
+            metrics_dict["loss_scale"] = torch.tensor(self.grad_scaler.get_scale())
+        self.grad_scaler.update()
+        if finite and stepping:
+            self.optimizers.scheduler_step_all(step)
+        metrics_dict["skipped_steps"] = torch.tensor(self.skipped_steps)
+        if not finite:
+            self._on_skipped_step(step)
+        return loss.detach(), loss_dict, metrics_dict
+
+    def _clip_gradients(self, groups: List[str], metrics_dict) -> None:
+        """Per-group ``max_norm`` of nerfstudio's optimizer configs, then the global ``--max-grad-norm``."""
+        for group in groups:
+            max_norm = self.optimizers.config[group]["optimizer"].max_norm
+            if max_norm is not None:
+                torch.nn.utils.clip_grad_norm_(self.optimizers.parameters[group], max_norm)
+        if self.config.max_grad_norm is not None and groups:
+            params = [p for g in groups for p in self.optimizers.parameters[g]]
+            metrics_dict["grad_norm"] = torch.nn.utils.clip_grad_norm_(params, self.config.max_grad_norm)
+
+    def _gradients_finite(self, groups: List[str]) -> bool:
+        """Whether every gradient of the given parameter groups is finite (one device sync)."""
+        flags = [torch.isfinite(p.grad).all() for g in groups for p in self.optimizers.parameters[g] if p.grad is not None]
+        return bool(torch.stack(flags).all()) if flags else True
+
+    def _on_skipped_step(self, step: int) -> None:
+        last = str(self.last_checkpoint) if self.last_checkpoint is not None else "none saved yet"
+        CONSOLE.print(f"[yellow]step {step}: non-finite loss or gradients, step skipped ({self.consecutive_skips} in a row)")
+        if self.consecutive_skips >= self.config.max_consecutive_skips:
+            raise TrainingStopped(
+                f"error: training stopped at step {step} after {self.consecutive_skips} consecutive steps with "
+                f"non-finite loss or gradients; last good checkpoint: {last}"
+            )
+
+    # --- checkpoints and resume ------------------------------------------------------------------
+
+    def save_checkpoint(self, step: int) -> None:
+        """nerfstudio's checkpoint, written to a temporary file and renamed into place (atomic)."""
+        self.checkpoint_dir.mkdir(parents=True, exist_ok=True)
+        final = self.checkpoint_dir / f"step-{step:09d}.ckpt"
+        partial = self.checkpoint_dir / f".partial-{os.getpid()}-{final.name}"
+        state = {
+            "step": step,
+            "pipeline": self.pipeline.module.state_dict() if hasattr(self.pipeline, "module") else self.pipeline.state_dict(),
+            "optimizers": {k: v.state_dict() for k, v in self.optimizers.optimizers.items()},
+            "schedulers": {k: v.state_dict() for k, v in self.optimizers.schedulers.items()},
+            "scalers": self.grad_scaler.state_dict(),
+        }
+        with open(partial, "wb") as handle:
+            torch.save(state, handle)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(partial, final)
+        self.last_checkpoint = final
+        if self.config.save_only_latest_checkpoint:
+            for old in self.checkpoint_dir.glob(CHECKPOINT_GLOB):
+                if old != final:
+                    old.unlink()
+
+    def _load_checkpoint(self) -> None:
+        """Resume from the newest complete checkpoint of ``--load-dir`` (or ``--load-checkpoint``)."""
+        if self.config.load_dir is not None and self.config.load_checkpoint is None:
+            load_dir = Path(self.config.load_dir)
+            for stale in load_dir.glob(".partial-*"):
+                stale.unlink()  # a save interrupted by a crash
+            steps = sorted(int(path.stem.split("-")[1]) for path in load_dir.glob(CHECKPOINT_GLOB))
+            if self.config.load_step is not None:
+                steps = [s for s in steps if s == self.config.load_step]
+            if not steps:
+                raise SystemExit(f"error: no checkpoint to resume from in {load_dir}; train without --load-dir")
+            self.config.load_checkpoint = load_dir / f"step-{steps[-1]:09d}.ckpt"
+            self.config.load_dir = None
+        super()._load_checkpoint()
+        if self.config.load_checkpoint is not None:
+            self.last_checkpoint = Path(self.config.load_checkpoint)
+
+    def train(self) -> None:
+        """Train until ``--max-num-iterations`` steps in total, counting those before a resume."""
+        total = self.config.max_num_iterations
+        if self._start_step >= total:
+            CONSOLE.print(f"Already trained {self._start_step} of {total} steps; nothing to do.")
+            return
+        self.config.max_num_iterations = total - self._start_step
+        try:
+            super().train()
+        finally:
+            self.config.max_num_iterations = total

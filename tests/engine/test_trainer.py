@@ -1,0 +1,222 @@
+"""AccelTrainer: precision, the non-finite step guard, atomic checkpoints and resume to --max-num-iterations."""
+
+from __future__ import annotations
+
+import copy
+import math
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+from nerfstudio.data.dataparsers.blender_dataparser import BlenderDataParserConfig
+from nerfstudio.engine.callbacks import TrainingCallbackLocation
+
+from nerfstudio_accel.engine.trainer import AccelTrainer, AccelTrainerConfig, TrainingStopped, resolve_precision
+from nerfstudio_accel.methods import accel_ngp
+
+
+def make_trainer(scene: Path, output_dir: Path, setup: bool = True, **trainer_overrides) -> AccelTrainer:
+    """accel-ngp's AccelTrainer on CPU, as ns-train builds it, on a Blender-format scene."""
+    config = copy.deepcopy(accel_ngp.config)
+    assert isinstance(config, AccelTrainerConfig)
+    config.machine.device_type = "cpu"
+    config.vis = "tensorboard"
+    config.output_dir = output_dir
+    config.experiment_name, config.timestamp = "exp", "run"
+    config.pipeline.datamanager.dataparser = BlenderDataParserConfig(data=scene)
+    for key, value in trainer_overrides.items():
+        setattr(config, key, value)
+    trainer = config.setup(local_rank=0, world_size=1)
+    if setup:
+        trainer.setup()
+    return trainer
+
+
+def run_steps(trainer: AccelTrainer, start: int, count: int) -> list:
+    """``count`` training steps with nerfstudio's callbacks; returns the losses."""
+    losses = []
+    for step in range(start, start + count):
+        trainer.pipeline.train()
+        for callback in trainer.callbacks:
+            callback.run_callback_at_location(step, location=TrainingCallbackLocation.BEFORE_TRAIN_ITERATION)
+        loss, _, metrics = trainer.train_iteration(step)
+        for callback in trainer.callbacks:
+            callback.run_callback_at_location(step, location=TrainingCallbackLocation.AFTER_TRAIN_ITERATION)
+        losses.append(float(loss))
+        trainer.last_metrics = metrics
+    return losses
+
+
+def snapshot(trainer: AccelTrainer):
+    """Parameters and optimizer state, cloned."""
+    params = [p.detach().clone() for p in trainer.pipeline.model.parameters()]
+    optimizer_state = copy.deepcopy({name: opt.state_dict() for name, opt in trainer.optimizers.optimizers.items()})
+    return params, optimizer_state
+
+
+def assert_same_state(a, b) -> None:
+    for x, y in zip(a[0], b[0]):
+        assert torch.equal(x, y)
+    for name in a[1]:
+        for key, state in a[1][name]["state"].items():
+            for field, value in state.items():
+                other = b[1][name]["state"][key][field]
+                assert torch.equal(value, other) if torch.is_tensor(value) else value == other
+
+
+@pytest.mark.parametrize(
+    "requested, device, expected",
+    [("auto", "cpu", "fp32"), ("auto", "cuda", "fp16"), ("auto", "mps", "fp32"), ("bf16", "cpu", "bf16"), ("fp32", "cuda", "fp32")],
+)
+def test_precision_resolution(requested, device, expected):
+    assert resolve_precision(requested, device) == expected
+
+
+def test_fp16_on_cpu_and_unknown_precision_are_refused_in_one_line():
+    with pytest.raises(ValueError, match="needs a CUDA device.*bf16"):
+        resolve_precision("fp16", "cpu")
+    with pytest.raises(ValueError, match="choose auto, fp32, fp16 or bf16"):
+        resolve_precision("fp8", "cpu")  # type: ignore[arg-type]
+
+
+def test_bf16_on_cpu_trains_with_fp32_rendering_and_weights(tiny_scene, tmp_path):
+    """bf16 autocast covers the field (its raw outputs are bf16), the renderer's outputs are fp32,
+    master weights stay fp32, and the loss goes down."""
+    torch.manual_seed(0)
+    trainer = make_trainer(tiny_scene, tmp_path, precision="bf16")
+    assert trainer.mixed_precision and trainer.precision == "bf16" and not trainer.use_grad_scaler
+    losses = run_steps(trainer, 0, 60)
+    assert all(math.isfinite(loss) for loss in losses)
+    assert sum(losses[-10:]) / 10 < 0.8 * sum(losses[:10]) / 10
+    model = trainer.pipeline.model
+    assert all(p.dtype == torch.float32 for p in model.parameters())
+    ray_bundle, _ = trainer.pipeline.datamanager.next_train(60)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        samples, raw_density, raw_color = model.sample_and_forward(ray_bundle)
+        outputs = model.render(samples, raw_density, raw_color)
+    assert raw_color.dtype == torch.bfloat16
+    for key in ("rgb", "accumulation", "depth"):
+        assert outputs[key].dtype == torch.float32, key
+
+
+def test_nan_gradient_skips_the_step_and_training_continues(tiny_scene, tmp_path):
+    """A NaN in one gradient: parameters, optimizer state and learning rate are bit-identical after
+    the step, the skip is counted, and the next clean step trains."""
+    torch.manual_seed(0)
+    trainer = make_trainer(tiny_scene, tmp_path)
+    run_steps(trainer, 0, 3)
+    before = snapshot(trainer)
+    learning_rates = [s.get_last_lr() for s in trainer.optimizers.schedulers.values()]
+    param = next(trainer.pipeline.model.field.parameters())
+    hook = param.register_hook(lambda grad: torch.full_like(grad, float("nan")))
+    run_steps(trainer, 3, 1)
+    hook.remove()
+    assert_same_state(before, snapshot(trainer))
+    assert [s.get_last_lr() for s in trainer.optimizers.schedulers.values()] == learning_rates
+    assert trainer.skipped_steps == 1 and float(trainer.last_metrics["skipped_steps"]) == 1
+    run_steps(trainer, 4, 1)
+    assert trainer.consecutive_skips == 0
+    assert any(not torch.equal(a, b) for a, b in zip(before[0], snapshot(trainer)[0]))
+
+
+def test_consecutive_non_finite_steps_stop_with_one_line(tiny_scene, tmp_path):
+    """After --max-consecutive-skips non-finite steps, training stops naming the step and the last checkpoint."""
+    trainer = make_trainer(tiny_scene, tmp_path, max_consecutive_skips=3)
+    run_steps(trainer, 0, 2)
+    trainer.save_checkpoint(1)
+    param = next(trainer.pipeline.model.field.parameters())
+    param.register_hook(lambda grad: torch.full_like(grad, float("inf")))
+    run_steps(trainer, 2, 2)
+    with pytest.raises(TrainingStopped) as stopped:
+        run_steps(trainer, 4, 1)
+    message = str(stopped.value)
+    assert "\n" not in message and message.startswith("error: training stopped at step 4 after 3 consecutive")
+    assert str(trainer.checkpoint_dir / "step-000000001.ckpt") in message
+
+
+def test_checkpoint_round_trip_restores_scaler_grid_and_mining_state(tiny_scene, tmp_path):
+    """Loss scale, occupancy grid, hard-mining tau_hat, parameters and optimizer state survive a save and load."""
+    torch.manual_seed(0)
+    trainer = make_trainer(tiny_scene, tmp_path)
+    trainer.grad_scaler = torch.amp.GradScaler("cpu", init_scale=1234.0)
+    run_steps(trainer, 0, 20)
+    scale, tau_hat = trainer.grad_scaler.get_scale(), trainer.pipeline.batch_sizer.tau_hat
+    assert tau_hat > 1.0 and scale > 0
+    trainer.save_checkpoint(19)
+    grid = trainer.pipeline.model.sampler.grid
+    saved = snapshot(trainer)
+    assert not list(trainer.checkpoint_dir.glob(".partial-*")), "the temporary file is renamed into place"
+
+    resumed = make_trainer(tiny_scene, tmp_path / "resumed", setup=False, load_dir=trainer.checkpoint_dir)
+    resumed.grad_scaler = torch.amp.GradScaler("cpu", init_scale=1.0)
+    resumed.setup()
+    assert resumed._start_step == 20
+    assert resumed.grad_scaler.get_scale() == scale
+    assert resumed.pipeline.batch_sizer.tau_hat == pytest.approx(tau_hat, rel=1e-12)
+    resumed_grid = resumed.pipeline.model.sampler.grid
+    assert torch.equal(resumed_grid.binaries, grid.binaries) and torch.equal(resumed_grid.occs, grid.occs)
+    assert bool(resumed.pipeline.model.sampler.warmed_up) == bool(trainer.pipeline.model.sampler.warmed_up)
+    assert_same_state(saved, snapshot(resumed))
+
+
+def test_resume_stops_at_max_num_iterations(tiny_scene, tmp_path):
+    """Trained to 10 steps, resumed with --max-num-iterations 14: steps 10-13 run, the last checkpoint is step 13."""
+    first = make_trainer(tiny_scene, tmp_path, max_num_iterations=10, steps_per_save=1000)
+    first.train()
+    assert sorted(p.name for p in first.checkpoint_dir.glob("step-*.ckpt")) == ["step-000000009.ckpt"]
+
+    resumed = make_trainer(tiny_scene, tmp_path / "b", max_num_iterations=14, steps_per_save=1000, load_dir=first.checkpoint_dir)
+    steps = []
+    train_iteration = resumed.train_iteration
+    resumed.train_iteration = lambda step: steps.append(step) or train_iteration(step)
+    resumed.train()
+    assert steps == [10, 11, 12, 13]
+    assert resumed.config.max_num_iterations == 14
+    assert (resumed.checkpoint_dir / "step-000000013.ckpt").is_file()
+
+
+@pytest.mark.slow
+def test_sigkill_during_checkpoint_write_keeps_previous_checkpoint(run_cli, tiny_scene, tmp_path):
+    """ns-train killed while a checkpoint is being written: every step-*.ckpt still loads, and a resume
+    from them ends exactly at --max-num-iterations."""
+    output = tmp_path / "out"
+    checkpoints = output / "exp" / "accel-ngp" / "run" / "nerfstudio_models"
+    common = ["--machine.device-type", "cpu", "--vis", "tensorboard", "--experiment-name", "exp", "--timestamp", "run",
+              "--output-dir", str(output), "--steps-per-eval-image", "100000", "--steps-per-eval-batch", "100000",
+              "--save-only-latest-checkpoint", "True", "--steps-per-save", "1"]
+    command = [str(Path(sys.executable).parent / "ns-train"), "accel-ngp", *common, "--max-num-iterations", "100000",
+               "blender-data", "--data", str(tiny_scene)]
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    killed_during_write = False
+    deadline = time.monotonic() + 240
+    try:
+        while time.monotonic() < deadline and process.poll() is None:
+            if list(checkpoints.glob(".partial-*")) and list(checkpoints.glob("step-*.ckpt")):
+                process.send_signal(signal.SIGKILL)
+                killed_during_write = True
+                break
+            time.sleep(0.0005)
+    finally:
+        if process.poll() is None:
+            process.kill()
+        process.wait()
+    assert killed_during_write, "never saw a checkpoint being written"
+    complete = sorted(checkpoints.glob("step-*.ckpt"))
+    assert complete, "the previous checkpoint must survive"
+    for path in complete:
+        state = torch.load(path, map_location="cpu")  # default weights_only load, as ns-eval does
+        assert "pipeline" in state and "optimizers" in state
+    last_step = max(int(p.stem.split("-")[1]) for p in complete)
+
+    target = last_step + 4
+    code, out, err = run_cli("ns-train", "accel-ngp", *common, "--max-num-iterations", str(target),
+                             "--load-dir", str(checkpoints), "blender-data", "--data", str(tiny_scene), timeout=300)
+    assert code == 0, err[-3000:]
+    assert not list(checkpoints.glob(".partial-*")), "the interrupted write is cleaned up"
+    final = sorted(checkpoints.glob("step-*.ckpt"))
+    assert [p.name for p in final] == [f"step-{target - 1:09d}.ckpt"]
+    assert torch.load(final[0], map_location="cpu")["step"] == target - 1
