@@ -106,7 +106,7 @@ class AccelTrainer(Trainer):
         ]
         for group in stepping:
             self.grad_scaler.unscale_(self.optimizers.optimizers[group])
-        finite = bool(torch.isfinite(loss)) and self._gradients_finite(groups)
+        finite = self._finite(loss, groups)
         if finite:
             self._clip_gradients(stepping, metrics_dict)
             for group in stepping:
@@ -136,10 +136,10 @@ class AccelTrainer(Trainer):
             params = [p for g in groups for p in self.optimizers.parameters[g]]
             metrics_dict["grad_norm"] = torch.nn.utils.clip_grad_norm_(params, self.config.max_grad_norm)
 
-    def _gradients_finite(self, groups: List[str]) -> bool:
-        """Whether every gradient of the given parameter groups is finite (one device sync)."""
-        flags = [torch.isfinite(p.grad).all() for g in groups for p in self.optimizers.parameters[g] if p.grad is not None]
-        return bool(torch.stack(flags).all()) if flags else True
+    def _finite(self, loss: torch.Tensor, groups: List[str]) -> bool:
+        """Whether the loss and every gradient of the given parameter groups are finite (one device sync)."""
+        grads = [p.grad for g in groups for p in self.optimizers.parameters[g] if p.grad is not None]
+        return bool(torch.stack([torch.isfinite(t).all() for t in (loss, *grads)]).all())
 
     def _on_skipped_step(self, step: int) -> None:
         last = str(self.last_checkpoint) if self.last_checkpoint is not None else "none saved yet"

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Tuple, Type
+from typing import Dict, List, Tuple, Type
 
 import torch
 from jaxtyping import Float, Int
@@ -103,12 +103,14 @@ class HardSampleMiningPipeline(AccelPipeline):
         super().__init__(config, device, *args, **kwargs)
         num_images = max(len(self.datamanager.train_dataset), 1) if self.datamanager.train_dataset is not None else 1
         self.batch_sizer = HardBatchSizer(alpha=1.0 / num_images, min_fraction=config.min_hard_fraction)
-        self.register_buffer("tau_hat", torch.tensor(self.batch_sizer.tau_hat, dtype=torch.float64))  # checkpointed
         self.last_mining_stats: Dict[str, float] = {}
 
-    def load_pipeline(self, loaded_state: Dict[str, Any], step: int) -> None:
-        super().load_pipeline(loaded_state, step)
-        self.batch_sizer.tau_hat = float(self.tau_hat)
+    def get_extra_state(self) -> Tensor:
+        """tau_hat goes into checkpoints with the pipeline's state."""
+        return torch.tensor(self.batch_sizer.tau_hat, dtype=torch.float64)
+
+    def set_extra_state(self, state: Tensor) -> None:
+        self.batch_sizer.tau_hat = float(state)
 
     def get_training_callbacks(self, training_callback_attributes: TrainingCallbackAttributes) -> List[TrainingCallback]:
         callbacks = super().get_training_callbacks(training_callback_attributes)
@@ -154,7 +156,6 @@ class HardSampleMiningPipeline(AccelPipeline):
         grads = [(torch.zeros_like(r) if g is None else g).reshape(-1, r.shape[-1]) for r, g in zip(raw, grads)]
         importance = torch.cat(grads, dim=-1).norm(dim=-1)
         self.batch_sizer.update(importance)
-        self.tau_hat.fill_(self.batch_sizer.tau_hat)
         hard = draw_hard_samples(importance, self.batch_sizer.hard_batch_size(importance.numel()))
         scoring_seconds = self._clock() - start
 
@@ -178,7 +179,6 @@ class HardSampleMiningPipeline(AccelPipeline):
         }
         metrics.update({name: torch.tensor(float(value)) for name, value in self.last_mining_stats.items()})
         return outputs, loss_dict, metrics
-
 
     def _clock(self) -> float:
         """Seconds, after the device's queued work is done (pass times on CUDA would be launch times)."""
