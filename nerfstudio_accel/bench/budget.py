@@ -1,7 +1,8 @@
-"""Train a nerfstudio ``Trainer`` for a wall-clock budget and score it on its evaluation views.
+"""Train a nerfstudio ``Trainer`` for a training-time budget, scoring it at evenly spaced times.
 
 The loop is nerfstudio's own training step (callbacks before and after, ``train_iteration``),
-timed without evaluation so that methods are compared at equal training time.
+timed without evaluation so that methods are compared at equal training time. On CUDA the device
+is synchronized before each clock reading, so a step's queued kernels count against its own time.
 """
 
 from __future__ import annotations
@@ -14,22 +15,28 @@ from typing import Callable, Dict, List, Optional, Sequence
 import torch
 from nerfstudio.engine.callbacks import TrainingCallbackLocation
 
-from nerfstudio_accel.bench.memory import peak_rss_bytes
-from nerfstudio_accel.metrics import psnr_and_ssim
-from nerfstudio_accel.rendering import composite_ground_truth
+from nerfstudio_accel.bench.evaluation import evaluate_views
+from nerfstudio_accel.bench.memory import TrainingPeakMemory
 
 
 @dataclass
 class BudgetRun:
-    """What a budgeted run did: steps, training seconds, marched samples, and the score curve."""
+    """What a budgeted run did: steps, training seconds, rays and marched samples, memory, score curve."""
 
     steps: int = 0
     train_seconds: float = 0.0
     samples: int = 0
+    """Samples the model reported (``num_samples_per_batch``); 0 for models that report none."""
     rays: int = 0
-    train_peak_rss_bytes: Optional[int] = None
-    """Peak resident memory before the first evaluation (evaluation renders whole images)."""
+    """Rays trained on: the pipeline's ``num_rays_per_batch`` metric, else the datamanager's fixed batch."""
+    peak_memory_bytes: int = 0
+    """Training's peak memory, evaluations left out (see :class:`TrainingPeakMemory`)."""
+    peak_memory_kind: str = ""
+    tracked_means: Dict[str, float] = field(default_factory=dict)
+    """Mean over all steps of each tracked training metric the pipeline reported."""
     curve: List[Dict[str, float]] = field(default_factory=list)
+    """One point per evaluation: ``seconds``, ``step``, the evaluation's metrics, and the mean of each
+    tracked metric since the previous point."""
 
     @property
     def ms_per_step(self) -> float:
@@ -40,48 +47,42 @@ class BudgetRun:
         return self.rays / max(self.train_seconds, 1e-9)
 
 
-@torch.no_grad()
-def evaluate_views(pipeline, background=(1.0, 1.0, 1.0)) -> Dict[str, float]:
-    """Mean PSNR (dB) and SSIM over every view of the pipeline's eval dataset.
-
-    RGBA targets are composited over ``background`` (white: what accel methods and nerfstudio's
-    blender parser evaluate on), so methods that keep or drop alpha are scored alike.
-    """
-    was_training = pipeline.training
-    pipeline.eval()
-    dataset = pipeline.datamanager.eval_dataset
-    scores = []
-    for index in range(len(dataset)):
-        camera = dataset.cameras[index : index + 1].to(pipeline.device)
-        rgb = pipeline.model.get_outputs_for_camera(camera)["rgb"]
-        target = dataset.get_image_float32(index).to(rgb.device)
-        scores.append(psnr_and_ssim(rgb, composite_ground_truth(target, torch.tensor(background, device=rgb.device))))
-    pipeline.train(was_training)
-    return {key: sum(score[key] for score in scores) / len(scores) for key in ("psnr", "ssim")}
-
-
 def train_for_budget(
     trainer,
     budget_seconds: float,
     max_steps: Optional[int] = None,
     eval_points: int = 1,
+    evaluate: Optional[Callable[[bool], Dict[str, float]]] = None,
     on_eval: Optional[Callable[[Dict[str, float]], None]] = None,
+    on_step: Optional[Callable[[BudgetRun], None]] = None,
     tracked: Sequence[str] = (),
     clock: Callable[[], float] = time.perf_counter,
 ) -> BudgetRun:
     """Run training steps until ``budget_seconds`` of training time (or ``max_steps``) is spent,
     evaluating at ``eval_points`` evenly spaced times (the last at the end), outside the clock.
-    Each curve point also holds the mean, since the previous point, of the ``tracked`` training
-    metrics the pipeline reports (e.g. ``hard_mining_fraction``). ``clock`` measures the budget:
-    wall time by default; ``time.process_time`` (CPU time of all threads) is steadier on a shared machine.
+
+    Args:
+        evaluate: called as ``evaluate(final)``; returns the metrics of a curve point
+            (default: :func:`evaluate_views`, PSNR and SSIM over the eval split).
+        on_eval: called with each curve point. ``on_step``: called with the run after each step.
+        tracked: training metrics (e.g. ``hard_mining_fraction``) averaged per interval and overall.
+        clock: measures the budget; wall time by default, ``time.process_time`` (CPU time of all
+            threads) is steadier on a shared machine.
 
     Raises ``FloatingPointError`` on a non-finite loss.
     """
-    run = BudgetRun()
-    next_eval = budget_seconds / eval_points
     pipeline = trainer.pipeline
+    if evaluate is None:
+        evaluate = lambda final: evaluate_views(pipeline)  # noqa: E731
+    synchronize = torch.cuda.synchronize if torch.device(pipeline.device).type == "cuda" else (lambda: None)
+    fixed_rays_per_batch = getattr(pipeline.datamanager.config, "train_num_rays_per_batch", 0)
+    memory = TrainingPeakMemory(pipeline.device)
+    run = BudgetRun(peak_memory_kind=memory.kind)
+    next_eval = budget_seconds / eval_points
     interval: Dict[str, List[float]] = {name: [] for name in tracked}
+    totals: Dict[str, List[float]] = {name: [] for name in tracked}
     while run.train_seconds < budget_seconds and (max_steps is None or run.steps < max_steps):
+        synchronize()
         start = clock()
         pipeline.train()
         for callback in trainer.callbacks:
@@ -89,26 +90,30 @@ def train_for_budget(
         loss, _, metrics = trainer.train_iteration(run.steps)
         for callback in trainer.callbacks:
             callback.run_callback_at_location(run.steps, location=TrainingCallbackLocation.AFTER_TRAIN_ITERATION)
+        synchronize()
         run.train_seconds += clock() - start
         run.samples += int(metrics.get("num_samples_per_batch", 0))
-        run.rays += int(metrics.get("num_rays_per_batch", 0))
+        run.rays += int(metrics.get("num_rays_per_batch", fixed_rays_per_batch))
         run.steps += 1
         for name in tracked:
             if name in metrics:
                 interval[name].append(float(metrics[name]))
+                totals[name].append(float(metrics[name]))
         if not math.isfinite(float(loss)):
             raise FloatingPointError(f"non-finite loss at step {run.steps}")
+        if on_step is not None:
+            on_step(run)
         finished = run.train_seconds >= budget_seconds or (max_steps is not None and run.steps >= max_steps)
         if run.train_seconds >= next_eval or finished:
-            if run.train_peak_rss_bytes is None:
-                run.train_peak_rss_bytes = peak_rss_bytes()
-            point = {"seconds": round(run.train_seconds, 2), "step": run.steps, **evaluate_views(pipeline)}
+            memory.before_evaluation()
+            run.peak_memory_bytes = memory.bytes
+            point = {"seconds": round(run.train_seconds, 2), "step": run.steps, **evaluate(finished)}
+            memory.after_evaluation()
             point.update({name: sum(values) / len(values) for name, values in interval.items() if values})
             interval = {name: [] for name in tracked}
             run.curve.append(point)
             if on_eval is not None:
                 on_eval(point)
             next_eval += budget_seconds / eval_points
-            if finished:
-                break
+    run.tracked_means = {name: sum(values) / len(values) for name, values in totals.items() if values}
     return run

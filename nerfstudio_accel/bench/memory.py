@@ -1,4 +1,4 @@
-"""Memory measures for benchmarks and tests: autograd's saved tensors and the process's peak RSS."""
+"""Memory measures for benchmarks and tests: autograd's saved tensors and training's peak memory."""
 
 from __future__ import annotations
 
@@ -27,3 +27,33 @@ def peak_rss_bytes() -> int:
     """Peak resident memory of this process so far (Linux reports KiB, macOS bytes)."""
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return peak if sys.platform == "darwin" else peak * 1024
+
+
+class TrainingPeakMemory:
+    """Peak memory of the training stretches of a run, leaving out the evaluations between them.
+
+    On CUDA it is the largest ``torch.cuda.max_memory_allocated`` over the stretches (the counter is
+    reset after each evaluation). Elsewhere it is the process's peak RSS before the first evaluation:
+    RSS cannot be reset, and whole-image rendering would otherwise dominate it.
+    """
+
+    def __init__(self, device: torch.device) -> None:
+        self.device = torch.device(device)
+        self.kind = "cuda_max_allocated" if self.device.type == "cuda" else "process_peak_rss"
+        self.bytes = 0
+        self._evaluated = False
+        if self.device.type == "cuda":
+            torch.cuda.reset_peak_memory_stats(self.device)
+
+    def before_evaluation(self) -> None:
+        """Fold the training stretch that just ended into the peak."""
+        if self.device.type == "cuda":
+            self.bytes = max(self.bytes, torch.cuda.max_memory_allocated(self.device))
+        elif not self._evaluated:
+            self.bytes = peak_rss_bytes()
+        self._evaluated = True
+
+    def after_evaluation(self) -> None:
+        """Start a new training stretch."""
+        if self.device.type == "cuda":
+            torch.cuda.reset_peak_memory_stats(self.device)

@@ -1,0 +1,229 @@
+"""``ns-accel-bench``: train methods for an equal training-time budget on one scene and compare them.
+
+    ns-accel-bench --data data/lego --methods accel-ngp,accel-ngp:--pipeline.hard-mining=False,nerfacto \\
+        --budget-seconds 300 --downscale 4 --out outputs/bench/lego
+
+Each method trains through nerfstudio's own ``Trainer`` with the config ``ns-train`` builds for it
+(plus the entry's flags), on the same data, device and seed, in a process of its own. The test
+split is scored at ``--eval-points`` evenly spaced training times (evaluation time is not counted);
+``--out`` receives ``results.json``, ``results.md``, ``psnr_vs_time.png`` and one log per run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import re
+import shlex
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Dict, List, NoReturn, Optional
+
+from nerfstudio_accel.bench.configs import BenchError, MethodSpec, build_config, parse_methods, resolve_dataparser, unsupported_reason
+from nerfstudio_accel.bench.report import summarize_method, write_outputs
+
+OUTPUT_FILES = ("results.json", "results.md", "psnr_vs_time.png")
+
+
+class _OneLineErrors(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+def parse_arguments(argv: Optional[List[str]] = None) -> argparse.Namespace:
+    parser = _OneLineErrors(
+        prog="ns-accel-bench",
+        description="Train nerfstudio methods for an equal training-time budget on one scene; write results.json, "
+        "results.md and psnr_vs_time.png.",
+    )
+    parser.add_argument("--data", type=Path, required=True, help="scene folder (Blender or nerfstudio format)")
+    parser.add_argument("--dataparser", choices=("auto", "blender-data", "nerfstudio-data"), default="auto",
+                        help="how to read --data; auto: blender-data if transforms_train.json is there, else nerfstudio-data")  # fmt: skip
+    parser.add_argument("--methods", action="append", required=True, metavar="NAME[:FLAGS],...",
+                        help="comma-separated methods, each with optional ns-train flags after ':', e.g. "
+                        "accel-ngp,accel-ngp:--pipeline.hard-mining=False,nerfacto (repeatable)")  # fmt: skip
+    parser.add_argument("--budget-seconds", type=float, default=300.0, help="training time per run, evaluation excluded (default 300)")
+    parser.add_argument("--max-steps", type=int, help="also stop each run at this many steps (equal-steps comparisons)")
+    parser.add_argument("--eval-points", type=int, default=5, help="evaluations of the test split along the budget, the last at the end (default 5)")
+    parser.add_argument("--device", choices=("auto", "cpu", "cuda", "mps"), default="auto", help="auto: cuda when available, else cpu")
+    parser.add_argument("--downscale", type=float, default=1.0, help="image downscale factor, e.g. 4 trains lego at 100x100 (default 1)")
+    parser.add_argument("--repeats", type=int, default=1, help="runs per method (seeds seed, seed+1, ...); tables show median and min–max")
+    parser.add_argument("--seed", type=int, default=42)
+    parser.add_argument("--out", type=Path, required=True, help="folder for the results and the per-run logs")
+    parser.add_argument("--overwrite", action="store_true", help="replace results already in --out")
+    args = parser.parse_args(argv)
+    if not args.budget_seconds > 0:
+        parser.error(f"--budget-seconds must be positive, got {args.budget_seconds:g}")
+    if not args.downscale >= 1:
+        parser.error(f"--downscale must be at least 1 (it divides the image size), got {args.downscale:g}")
+    for name, value in (("--max-steps", args.max_steps), ("--eval-points", args.eval_points), ("--repeats", args.repeats)):
+        if value is not None and value < 1:
+            parser.error(f"{name} must be at least 1, got {value}")
+    return args
+
+
+@dataclass
+class Plan:
+    """What the bench will run: checked settings and, per method, why it cannot run (or ``None``)."""
+
+    args: argparse.Namespace
+    dataparser: str
+    device: str
+    specs: List[MethodSpec]
+    unsupported: Dict[str, Optional[str]]
+    meta: Dict
+
+
+def _resolve_device(requested: str) -> str:
+    import torch
+
+    if requested == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if requested == "cuda" and not torch.cuda.is_available():
+        raise BenchError("--device cuda, but torch sees no CUDA device; use --device cpu or a CUDA build of torch on a GPU machine")
+    if requested == "mps" and not torch.backends.mps.is_available():
+        raise BenchError("--device mps, but torch reports MPS unavailable; use --device cpu")
+    return requested
+
+
+def _meta(args: argparse.Namespace, dataparser: str, device: str, argv: List[str]) -> Dict:
+    from importlib.metadata import version
+
+    import torch
+
+    device_name = torch.cuda.get_device_name(0) if device == "cuda" else device
+    return {
+        "scene": args.data.resolve().name,
+        "data": str(args.data),
+        "dataparser": dataparser,
+        "device": device,
+        "device_name": device_name,
+        "budget_seconds": args.budget_seconds,
+        "max_steps": args.max_steps,
+        "eval_points": args.eval_points,
+        "downscale": args.downscale,
+        "repeats": args.repeats,
+        "seed": args.seed,
+        "threads": torch.get_num_threads(),
+        "versions": {name: version(name) for name in ("torch", "nerfstudio", "nerfacc", "nerfstudio-accel")},
+        "date": datetime.datetime.now().isoformat(timespec="seconds"),
+        "command": " ".join(["ns-accel-bench", *map(shlex.quote, argv)]),
+    }
+
+
+def prepare(args: argparse.Namespace, argv: List[str]) -> Plan:
+    """Check everything that can be checked before training: data, device, methods and their flags, --out."""
+    dataparser = resolve_dataparser(args.data, args.dataparser)
+    device = _resolve_device(args.device)
+    specs = parse_methods(args.methods)
+    existing = [name for name in OUTPUT_FILES if (args.out / name).exists()]
+    if existing and not args.overwrite:
+        raise BenchError(f"{args.out} already holds {existing[0]}; pass --overwrite to replace it or choose another --out")
+    unsupported = {}
+    for spec in specs:  # builds every config now, so a bad flag stops the bench before any training
+        config = build_config(spec, args.data, dataparser, args.downscale, device, args.seed, args.out)
+        unsupported[spec.label] = unsupported_reason(config, device)
+    return Plan(args, dataparser, device, specs, unsupported, _meta(args, dataparser, device, argv))
+
+
+def run_worker(request: Dict, log_path: Path, on_event: Callable[[Dict], None]) -> Dict:
+    """Run one method in a worker process; returns ``{"status": "ok", ...result}`` or ``{"status": "failed", "reason": ...}``."""
+    command = [sys.executable, "-m", "nerfstudio_accel.bench.worker", json.dumps(request)]
+    outcome = None
+    with open(log_path, "w") as log:
+        process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=log, text=True)
+        try:
+            for line in process.stdout:
+                event = json.loads(line)
+                if event["event"] in ("done", "failed"):
+                    outcome = event
+                else:
+                    on_event(event)
+            process.wait()
+        except BaseException:
+            process.kill()
+            process.wait()
+            raise
+    if outcome is not None and outcome["event"] == "done":
+        return {"status": "ok", **outcome["result"]}
+    reason = outcome["reason"] if outcome is not None else f"the run's process exited with code {process.returncode} before reporting"
+    return {"status": "failed", "reason": reason}
+
+
+def execute(plan: Plan) -> int:
+    """Run every method and repeat under a progress bar, rewriting the outputs after each run."""
+    from rich.console import Console
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    args, budget = plan.args, plan.args.budget_seconds
+    (args.out / "logs").mkdir(parents=True, exist_ok=True)
+    runnable = [spec for spec in plan.specs if plan.unsupported[spec.label] is None]
+    console = Console(stderr=True)
+    entries: List[Dict] = []
+    columns = (TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed:>6.0f} / {task.total:.0f} s"), TimeElapsedColumn())
+    with Progress(*columns, console=console) as progress:
+        overall = progress.add_task("all methods", total=max(len(runnable) * args.repeats, 1) * budget)
+        done_seconds = 0.0
+        for spec in plan.specs:
+            reason = plan.unsupported[spec.label]
+            if reason is not None:
+                console.print(f"[yellow]{spec.label}[/]: not run on {plan.device}: {reason}")
+                entries.append(summarize_method(spec.label, spec.name, spec.flags, plan.meta["scene"], [], unsupported=reason))
+                write_outputs(args.out, plan.meta, entries)
+                continue
+            runs = []
+            for repeat in range(args.repeats):
+                seed = args.seed + repeat
+                title = spec.label + (f" (repeat {repeat + 1}/{args.repeats})" if args.repeats > 1 else "")
+                task = progress.add_task(title, total=budget)
+
+                def on_event(event: Dict, task=task, title=title, base=done_seconds) -> None:
+                    if event["event"] == "progress":
+                        progress.update(task, completed=min(event["seconds"], budget), description=f"{title}, step {event['step']}")
+                        progress.update(overall, completed=base + min(event["seconds"], budget))
+                    elif event["event"] == "evaluating":
+                        progress.update(task, description=f"{title}, evaluating")
+                    elif event["event"] == "eval":
+                        console.print(f"{title}: {event['seconds']:7.1f} s, step {event['step']:6d}, test PSNR {event['psnr']:.2f} dB")
+
+                log_path = args.out / "logs" / f"{re.sub(r'[^A-Za-z0-9._=-]+', '_', spec.label)}-{repeat + 1}.log"
+                request = {
+                    "label": spec.label, "data": str(args.data), "dataparser": plan.dataparser, "downscale": args.downscale,
+                    "device": plan.device, "seed": seed, "budget_seconds": budget, "max_steps": args.max_steps,
+                    "eval_points": args.eval_points,
+                }  # fmt: skip
+                run = {"repeat": repeat + 1, "seed": seed, "log": str(log_path.relative_to(args.out)), **run_worker(request, log_path, on_event)}
+                runs.append(run)
+                done_seconds += budget
+                progress.update(overall, completed=done_seconds)
+                progress.update(task, completed=budget, description=title + (": done" if run["status"] == "ok" else ": failed"))
+                if run["status"] != "ok":
+                    console.print(f"[red]{title}[/]: failed: {run['reason']} (log: {args.out / run['log']})")
+                summary = summarize_method(spec.label, spec.name, spec.flags, plan.meta["scene"], runs)
+                write_outputs(args.out, plan.meta, entries + [summary])
+            entries.append(summary)
+    print((args.out / "results.md").read_text())
+    console.print(f"wrote {', '.join(str(args.out / name) for name in OUTPUT_FILES)}")
+    return 1 if any(run["status"] == "failed" for entry in entries for run in entry["runs"]) else 0
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    args = parse_arguments(argv)
+    try:
+        plan = prepare(args, argv)
+    except BenchError as error:
+        print(f"ns-accel-bench: error: {error}", file=sys.stderr)
+        return 2
+    try:
+        return execute(plan)
+    except KeyboardInterrupt:
+        print(f"ns-accel-bench: interrupted; the runs that finished are in {args.out}", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,144 @@
+"""What one benchmark entry trains: a registered method, ns-train flags, and the shared scene settings.
+
+An entry of ``--methods`` is ``NAME`` or ``NAME:FLAGS``, e.g. ``accel-ngp:--pipeline.hard-mining=False``
+or ``accel-ngp:--precision bf16 --pipeline.hard-mining False`` (flags split like a shell would). The
+config is the one ``ns-train NAME FLAGS DATAPARSER --data DIR`` builds, with the bench's device,
+seed and downscale on top.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import difflib
+import io
+import re
+import shlex
+from dataclasses import dataclass
+from pathlib import Path
+from typing import List, Optional, Sequence, Tuple
+
+DATAPARSERS = ("blender-data", "nerfstudio-data")
+
+# Models whose kernels exist only on CUDA, with the one-line reason a bench row gives elsewhere.
+CUDA_ONLY_MODELS = {
+    "nerfstudio.models.instant_ngp.NGPModel": "nerfstudio's instant-ngp samples with nerfacc's CUDA ops, which need a CUDA device (accel-ngp runs without them)",
+    "nerfstudio.models.splatfacto.SplatfactoModel": "splatfacto rasterizes with gsplat's CUDA kernels, which need a CUDA device",
+}
+
+
+class BenchError(Exception):
+    """A mistake in the bench's input, reported as one line (no traceback)."""
+
+
+@dataclass(frozen=True)
+class MethodSpec:
+    """One ``--methods`` entry: a registered method name and the ns-train flags applied on top of it."""
+
+    label: str
+    """The entry as written; it names the method's row, log and curve."""
+    name: str
+    flags: Tuple[str, ...]
+
+    @classmethod
+    def parse(cls, text: str) -> "MethodSpec":
+        label = text.strip()
+        name, _, flags = label.partition(":")
+        try:
+            split_flags = tuple(shlex.split(flags))
+        except ValueError as error:
+            raise BenchError(f"method entry {label!r}: cannot split its flags ({error})") from None
+        if not name.strip():
+            raise BenchError(f"method entry {label!r} has no method name before ':'")
+        return cls(label=label, name=name.strip(), flags=split_flags)
+
+
+def parse_methods(values: Sequence[str]) -> List[MethodSpec]:
+    """Method entries from one or more comma-separated ``--methods`` values, in order, each once."""
+    specs = [MethodSpec.parse(item) for value in values for item in value.split(",") if item.strip()]
+    if not specs:
+        raise BenchError("--methods lists no method; e.g. --methods accel-ngp,nerfacto")
+    labels = [spec.label for spec in specs]
+    repeated = sorted({label for label in labels if labels.count(label) > 1})
+    if repeated:
+        raise BenchError(f"--methods lists {repeated[0]!r} twice; use --repeats N to run a method several times")
+    return specs
+
+
+def resolve_dataparser(data: Path, requested: str) -> str:
+    """The dataparser for ``data``: ``requested``, or for ``auto`` the one its files call for.
+
+    ``blender-data`` needs ``transforms_train.json`` and ``transforms_test.json``;
+    ``nerfstudio-data`` needs ``transforms.json``.
+    """
+    if not data.is_dir():
+        raise BenchError(f"--data {data} is not a folder; point it at a scene (Blender or nerfstudio format)")
+    blender = (data / "transforms_train.json").is_file()
+    if requested == "auto":
+        if not blender and not (data / "transforms.json").is_file():
+            raise BenchError(f"{data} holds neither transforms_train.json (Blender) nor transforms.json (nerfstudio); point --data at a scene folder")
+        requested = "blender-data" if blender else "nerfstudio-data"
+    needed = ("transforms_train.json", "transforms_test.json") if requested == "blender-data" else ("transforms.json",)
+    missing = [name for name in needed if not (data / name).is_file()]
+    if missing:
+        raise BenchError(f"{data} has no {missing[0]}, which --dataparser {requested} reads; check --data or --dataparser")
+    return requested
+
+
+def _tyro_error_line(text: str) -> str:
+    """The message inside tyro's boxed error, on one line."""
+    lines = text.splitlines()
+    rules = [index for index, line in enumerate(lines) if set(line.strip()) == {"-"}]
+    body = lines[rules[0] + 1 : rules[1]] if len(rules) >= 2 else lines
+    return re.sub(r"\s+", " ", " ".join(body)).strip() or "invalid flags"
+
+
+def build_config(
+    spec: MethodSpec,
+    data: Path,
+    dataparser: str,
+    downscale: float,
+    device: str,
+    seed: int,
+    output_dir: Path,
+):
+    """The ``TrainerConfig`` of ``spec`` on ``data``, as ns-train would build it, set for a bench run."""
+    import tyro
+    from nerfstudio.configs.dataparser_configs import all_dataparsers
+    from nerfstudio.configs.method_configs import all_methods
+
+    if spec.name not in all_methods:
+        close = difflib.get_close_matches(spec.name, list(all_methods), n=1)
+        hint = f"did you mean {close[0]!r}?" if close else "ns-train --help lists the installed ones"
+        raise BenchError(f"unknown method {spec.name!r} in --methods; {hint}")
+    config = copy.deepcopy(all_methods[spec.name])
+    if spec.flags:
+        captured = io.StringIO()
+        try:
+            with contextlib.redirect_stderr(captured), contextlib.redirect_stdout(captured):
+                config = tyro.cli(tyro.conf.FlagConversionOff[type(config)], default=config, args=list(spec.flags))
+        except SystemExit:
+            raise BenchError(f"{spec.label}: {_tyro_error_line(captured.getvalue())} (ns-train {spec.name} --help lists the flags)") from None
+    datamanager = config.pipeline.datamanager
+    if not hasattr(datamanager, "camera_res_scale_factor"):
+        raise BenchError(f"{spec.label}: its datamanager cannot downscale images, so the bench cannot run it")
+    default_parser = all_dataparsers[dataparser]
+    parser = datamanager.dataparser if type(datamanager.dataparser) is type(default_parser) else default_parser
+    datamanager.dataparser = copy.deepcopy(parser)
+    datamanager.dataparser.data = data
+    datamanager.data = None
+    datamanager.camera_res_scale_factor = 1.0 / downscale
+    config.machine.device_type = device
+    config.machine.seed = seed
+    config.vis = "tensorboard"
+    config.output_dir = output_dir
+    config.max_num_iterations = 10**9
+    config.set_timestamp()
+    return config
+
+
+def unsupported_reason(config, device: str) -> Optional[str]:
+    """Why the method of ``config`` cannot train on ``device`` (one line), or ``None`` if it can."""
+    target = config.pipeline.model._target
+    reason = CUDA_ONLY_MODELS.get(f"{target.__module__}.{target.__qualname__}")
+    return reason if reason is not None and device != "cuda" else None

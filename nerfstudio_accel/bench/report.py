@@ -1,0 +1,147 @@
+"""The bench's three outputs: ``results.json``, ``results.md`` and ``psnr_vs_time.png``.
+
+Each method's entry in ``results.json`` is shaped like an ``ns-eval`` output (``experiment_name``,
+``method_name``, ``checkpoint``, ``results``), so tools that read ``ns-eval`` files read it too; the
+``results`` values are medians over the method's repeats. Beside them: ``status`` (``ok``,
+``unsupported``, ``failed``) and its one-line ``reason``, training figures with their median, min
+and max (``summary``), the median PSNR-against-training-time ``curve``, and every run (``runs``).
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+from pathlib import Path
+from typing import Dict, List, Optional, Sequence
+
+SUMMARY_KEYS = (
+    "steps", "train_seconds", "ms_per_step", "rays_per_second", "samples_per_step",
+    "peak_memory_mb", "graph_mb", "hard_mining_fraction", "hard_mining_tau_hat",
+)  # fmt: skip
+
+
+def _spread(values: Sequence[float]) -> Dict[str, float]:
+    return {"median": statistics.median(values), "min": min(values), "max": max(values)}
+
+
+def _median_curve(curves: Sequence[Sequence[Dict[str, float]]]) -> List[Dict[str, float]]:
+    """Point-by-point medians over runs (runs evaluate at the same budget fractions)."""
+    points = []
+    for index in range(min(len(curve) for curve in curves)):
+        keys = set.intersection(*(set(curve[index]) for curve in curves))
+        point = {key: statistics.median(curve[index][key] for curve in curves) for key in sorted(keys)}
+        point["psnr_min"] = min(curve[index]["psnr"] for curve in curves)
+        point["psnr_max"] = max(curve[index]["psnr"] for curve in curves)
+        points.append(point)
+    return points
+
+
+def summarize_method(label: str, name: str, flags: Sequence[str], scene: str, runs: List[Dict], unsupported: Optional[str] = None) -> Dict:
+    """One method's entry of ``results.json`` from its runs (each ``{"status": ..., ...}``)."""
+    entry: Dict = {"experiment_name": scene, "method_name": label, "checkpoint": None, "results": {}, "method": name, "flags": list(flags)}
+    if unsupported is not None:
+        return {**entry, "status": "unsupported", "reason": unsupported, "runs": []}
+    good = [run for run in runs if run["status"] == "ok"]
+    if not good:
+        return {**entry, "status": "failed", "reason": runs[-1]["reason"] if runs else "did not run", "runs": runs}
+    entry["status"] = "ok"
+    if len(good) < len(runs):
+        entry["reason"] = f"{len(runs) - len(good)} of {len(runs)} repeats failed: {next(r['reason'] for r in runs if r['status'] != 'ok')}"
+    entry["results"] = {key: statistics.median(run["results"][key] for run in good) for key in good[0]["results"]}
+    entry["summary"] = {
+        key: _spread([run[key] for run in good]) for key in SUMMARY_KEYS if all(run.get(key) is not None for run in good)
+    }
+    entry["summary"].update({key: _spread([run["results"][key] for run in good]) for key in ("psnr", "ssim", "lpips") if key in entry["results"]})
+    entry["peak_memory_kind"] = good[0]["peak_memory_kind"]
+    entry["curve"] = _median_curve([run["curve"] for run in good])
+    entry["runs"] = runs
+    return entry
+
+
+def _cell(summary: Dict, key: str, digits: int) -> str:
+    if key not in summary:
+        return "—"
+    spread = summary[key]
+    text = f"{spread['median']:.{digits}f}"
+    if spread["min"] != spread["max"]:
+        text += f" ({spread['min']:.{digits}f}–{spread['max']:.{digits}f})"
+    return text
+
+
+def markdown_table(meta: Dict, methods: Sequence[Dict]) -> str:
+    """``results.md``: the settings, one row per method, and PSNR against training time."""
+    repeats = meta["repeats"]
+    lines = [
+        f"# ns-accel-bench: {meta['scene']} on {meta['device_name']}, {meta['budget_seconds']:g} s of training per method",
+        "",
+        f"Command: `{meta['command']}`",
+        "",
+        f"Data `{meta['data']}` ({meta['dataparser']}, downscale {meta['downscale']:g}), seed {meta['seed']}, "
+        f"torch {meta['versions']['torch']}, nerfstudio {meta['versions']['nerfstudio']}, nerfacc {meta['versions']['nerfacc']}, "
+        f"{meta['threads']} CPU threads. Evaluation time is not counted in the budget; metrics are means over "
+        "every view of the test split, RGBA targets composited over white."
+        + (f" Values are medians over {repeats} repeats, (min–max) beside them." if repeats > 1 else ""),
+        "",
+        "| method | steps | ms/step | rays/s | samples/step | PSNR (dB) | SSIM | LPIPS | peak memory (MB) | b/B | note |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
+    ]
+    for method in methods:
+        summary = method.get("summary", {})
+        note = method.get("reason", "")
+        if method["status"] != "ok":
+            note = f"{method['status']}: {note}"
+        elif "peak_memory_kind" in method:
+            note = (note + "; " if note else "") + ("CUDA max allocated" if method["peak_memory_kind"] == "cuda_max_allocated" else "process peak RSS")
+        cells = [
+            _cell(summary, "steps", 0), _cell(summary, "ms_per_step", 1), _cell(summary, "rays_per_second", 0),
+            _cell(summary, "samples_per_step", 0), _cell(summary, "psnr", 2), _cell(summary, "ssim", 3),
+            _cell(summary, "lpips", 3), _cell(summary, "peak_memory_mb", 0), _cell(summary, "hard_mining_fraction", 2),
+        ]  # fmt: skip
+        lines.append(f"| `{method['method_name']}` | " + " | ".join(cells) + f" | {note} |")
+    curves = [method for method in methods if method.get("curve")]
+    if curves:
+        lines += ["", "PSNR (dB) against training time (s), step in brackets:", ""]
+        width = max(len(method["curve"]) for method in curves)
+        lines.append("| method | " + " | ".join(f"point {index + 1}" for index in range(width)) + " |")
+        lines.append("|---|" + "---:|" * width)
+        for method in curves:
+            points = [f"{p['psnr']:.2f} @ {p['seconds']:.0f} s ({p['step']:.0f})" for p in method["curve"]]
+            lines.append(f"| `{method['method_name']}` | " + " | ".join(points + [""] * (width - len(points))) + " |")
+    lines += ["", "![PSNR against training time](psnr_vs_time.png)", ""]
+    return "\n".join(lines)
+
+
+def plot_psnr_vs_time(meta: Dict, methods: Sequence[Dict], path: Path) -> None:
+    """One PSNR-against-training-time curve per method (min–max band when repeated)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axes = plt.subplots(figsize=(7.0, 4.5), dpi=120)
+    for method in methods:
+        curve = method.get("curve")
+        if not curve:
+            continue
+        seconds = [point["seconds"] for point in curve]
+        line = axes.plot(seconds, [point["psnr"] for point in curve], marker="o", label=method["method_name"])[0]
+        if meta["repeats"] > 1:
+            axes.fill_between(seconds, [p["psnr_min"] for p in curve], [p["psnr_max"] for p in curve], color=line.get_color(), alpha=0.2)
+    skipped = [method["method_name"] for method in methods if method["status"] != "ok"]
+    axes.set_xlabel("training time (s, evaluation excluded)")
+    axes.set_ylabel("test PSNR (dB)")
+    axes.set_title(f"{meta['scene']} on {meta['device_name']}" + (f" — not run: {', '.join(skipped)}" if skipped else ""), fontsize=9)
+    axes.grid(alpha=0.3)
+    if any(method.get("curve") for method in methods):
+        axes.legend(fontsize=8)
+    figure.tight_layout()
+    figure.savefig(path)
+    plt.close(figure)
+
+
+def write_outputs(out: Path, meta: Dict, methods: Sequence[Dict]) -> None:
+    """Write (or rewrite) the three files; called after every run so a stopped bench keeps its rows."""
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "results.json").write_text(json.dumps({"meta": meta, "methods": list(methods)}, indent=2))
+    (out / "results.md").write_text(markdown_table(meta, methods))
+    plot_psnr_vs_time(meta, methods, out / "psnr_vs_time.png")

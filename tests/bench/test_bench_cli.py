@@ -1,0 +1,122 @@
+"""``ns-accel-bench`` as a user types it: a tiny-budget run writes its three files, unsupported and
+failing methods get a row with the reason, and bad arguments stop it with one line before any training."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import List, Tuple
+
+import pytest
+import torch
+from PIL import Image
+
+from nerfstudio_accel.bench.cli import main
+
+NERFACC_ON_CPU = "accel-ngp:--pipeline.model.sampler-backend=nerfacc"
+
+
+def bench_error(capsys, argv: List[str]) -> Tuple[int, str]:
+    """Exit code and stderr of an in-process ``ns-accel-bench`` expected to refuse ``argv``."""
+    try:
+        code = main(argv)
+    except SystemExit as exit_:
+        code = exit_.code
+    return code, capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_tiny_budget_bench_writes_results_table_and_plot(tiny_scene: Path, tmp_path: Path, run_cli):
+    out = tmp_path / "bench"
+    code, stdout, stderr = run_cli(
+        "ns-accel-bench", "--data", tiny_scene, "--methods", f"accel-ngp,instant-ngp,{NERFACC_ON_CPU}",
+        "--budget-seconds", "2", "--eval-points", "2", "--repeats", "2", "--device", "cpu", "--out", out, timeout=600,
+    )  # fmt: skip
+    assert code == 1, stderr  # one method failed; the others still ran and were written
+    assert "Traceback" not in stdout + stderr
+    saved = json.loads((out / "results.json").read_text())
+    assert saved["meta"]["device"] == "cpu" and saved["meta"]["repeats"] == 2
+    ngp, ingp, nerfacc = saved["methods"]
+
+    assert ngp["method_name"] == "accel-ngp" and ngp["status"] == "ok" and ngp["experiment_name"] == tiny_scene.name
+    assert [run["seed"] for run in ngp["runs"]] == [42, 43]
+    for run in ngp["runs"]:
+        assert run["status"] == "ok" and (out / run["log"]).is_file()
+        assert run["train_seconds"] >= 2.0 and run["steps"] >= 1  # the budget is spent, evaluation aside
+        assert [point["step"] for point in run["curve"]] == sorted({point["step"] for point in run["curve"]})
+        assert run["curve"][-1]["step"] == run["steps"] and len(run["curve"]) <= 2
+        assert run["peak_memory_kind"] == "process_peak_rss" and run["peak_memory_mb"] > 0 and run["graph_mb"] > 0
+        assert 0.0 < run["hard_mining_fraction"] <= 1.0 and run["rays_per_second"] > 0 and run["samples_per_step"] > 0
+    results = ngp["results"]
+    assert 5.0 < results["psnr"] < 60.0 and 0.0 < results["ssim"] <= 1.0
+    assert results["num_rays_per_sec"] > 0 and results["fps"] > 0 and results["psnr_std"] >= 0
+    assert ngp["summary"]["psnr"]["min"] <= results["psnr"] <= ngp["summary"]["psnr"]["max"]
+
+    assert ingp["status"] == "unsupported" and "CUDA device" in ingp["reason"] and ingp["runs"] == []
+    assert nerfacc["status"] == "failed" and "sampler backend 'nerfacc' cannot run here" in nerfacc["reason"]
+    assert "Caching all" in (out / nerfacc["runs"][0]["log"]).read_text()  # nerfstudio's output went to the run's log
+
+    table = (out / "results.md").read_text()
+    for line in ("| `accel-ngp` |", "| `instant-ngp` |", f"| `{NERFACC_ON_CPU}` |", "unsupported: nerfstudio's instant-ngp"):
+        assert line in table
+    assert f"{results['psnr']:.2f}" in table
+    with Image.open(out / "psnr_vs_time.png") as image:
+        assert image.format == "PNG"
+    assert "not run on cpu" in stderr and "failed: sampler backend 'nerfacc'" in stderr
+
+
+def test_missing_required_argument_is_one_line(capsys, tiny_scene: Path):
+    code, err = bench_error(capsys, ["--data", str(tiny_scene), "--methods", "accel-ngp"])
+    assert code == 2 and err.strip() == "ns-accel-bench: error: the following arguments are required: --out (see ns-accel-bench --help)"
+
+
+@pytest.mark.parametrize(
+    "extra, message",
+    [
+        (["--budget-seconds", "0"], "--budget-seconds must be positive, got 0"),
+        (["--budget-seconds", "nan"], "--budget-seconds must be positive, got nan"),
+        (["--repeats", "0"], "--repeats must be at least 1, got 0"),
+        (["--downscale", "0.5"], "--downscale must be at least 1"),
+        (["--device", "tpu"], "argument --device: invalid choice: 'tpu'"),
+    ],
+)
+def test_bad_numbers_and_choices_are_one_line(capsys, tiny_scene: Path, tmp_path: Path, extra, message):
+    code, err = bench_error(capsys, ["--data", str(tiny_scene), "--methods", "accel-ngp", "--out", str(tmp_path), *extra])
+    assert code == 2 and message in err and len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize(
+    "methods, message",
+    [
+        ("accel-ngpp", "unknown method 'accel-ngpp' in --methods; did you mean 'accel-ngp'?"),
+        ("accel-ngp:--pipeline.hard-mining=Flase", "invalid choice 'Flase'"),
+    ],
+)
+def test_bad_methods_stop_before_training_with_one_line(capsys, tiny_scene: Path, tmp_path: Path, methods, message):
+    out = tmp_path / "out"
+    code, err = bench_error(capsys, ["--data", str(tiny_scene), "--methods", f"accel-ngp,{methods}", "--out", str(out)])
+    assert code == 2 and message in err and len(err.strip().splitlines()) == 1
+    assert not out.exists()  # nothing ran, nothing was written
+
+
+def test_bad_data_folder_is_one_line(capsys, tmp_path: Path):
+    code, err = bench_error(capsys, ["--data", str(tmp_path / "nope"), "--methods", "accel-ngp", "--out", str(tmp_path / "out")])
+    assert code == 2 and err.strip() == f"ns-accel-bench: error: --data {tmp_path / 'nope'} is not a folder; point it at a scene (Blender or nerfstudio format)"
+
+
+def test_existing_results_are_kept_without_overwrite(capsys, tiny_scene: Path, tmp_path: Path):
+    (tmp_path / "results.json").write_text("earlier results")
+    code, err = bench_error(capsys, ["--data", str(tiny_scene), "--methods", "accel-ngp", "--out", str(tmp_path)])
+    assert code == 2 and "already holds results.json; pass --overwrite" in err
+    assert (tmp_path / "results.json").read_text() == "earlier results"
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the message given when no CUDA device is present")
+def test_cuda_without_a_gpu_is_one_line(capsys, tiny_scene: Path, tmp_path: Path):
+    code, err = bench_error(capsys, ["--data", str(tiny_scene), "--methods", "accel-ngp", "--device", "cuda", "--out", str(tmp_path)])
+    assert code == 2 and "torch sees no CUDA device" in err and len(err.strip().splitlines()) == 1
+
+
+def test_console_script_reports_bad_input_in_one_line(run_cli, tmp_path: Path):
+    code, stdout, stderr = run_cli("ns-accel-bench", "--data", tmp_path / "nope", "--methods", "accel-ngp", "--out", tmp_path / "out")
+    assert code == 2 and stderr.strip().startswith("ns-accel-bench: error: --data") and "Traceback" not in stderr

@@ -1,0 +1,88 @@
+"""ns-accel-bench's outputs from runs: medians and spread over repeats, status rows, the three files."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Dict
+
+import pytest
+from PIL import Image
+
+from nerfstudio_accel.bench.report import markdown_table, summarize_method, write_outputs
+
+
+def fake_run(repeat: int, psnr: float, ms_per_step: float) -> Dict:
+    """A successful run as the worker reports it (two curve points)."""
+    return {
+        "repeat": repeat, "seed": 41 + repeat, "status": "ok", "log": f"logs/m-{repeat}.log",
+        "steps": int(1000 / ms_per_step), "train_seconds": 1.0, "ms_per_step": ms_per_step, "rays_per_second": 4096.0,
+        "samples_per_step": None, "peak_memory_mb": 100.0 + repeat, "peak_memory_kind": "process_peak_rss", "graph_mb": 10.0,
+        "hard_mining_fraction": 0.5,
+        "results": {"psnr": psnr, "psnr_std": 1.0, "ssim": 0.9, "ssim_std": 0.01, "num_rays_per_sec": 1e4, "num_rays_per_sec_std": 1.0, "fps": 1.0, "fps_std": 0.1},
+        "curve": [{"seconds": 0.5, "step": 5, "psnr": psnr - 2.0, "ssim": 0.8}, {"seconds": 1.0, "step": 10, "psnr": psnr, "ssim": 0.9}],
+    }  # fmt: skip
+
+
+META = {
+    "scene": "tiny", "data": "tiny", "dataparser": "blender-data", "device": "cpu", "device_name": "cpu", "budget_seconds": 1.0,
+    "max_steps": None, "eval_points": 2, "downscale": 1.0, "repeats": 3, "seed": 42, "threads": 2,
+    "versions": {"torch": "t", "nerfstudio": "n", "nerfacc": "a", "nerfstudio-accel": "x"}, "date": "d", "command": "ns-accel-bench ...",
+}  # fmt: skip
+
+
+def test_repeats_give_medians_and_spread_in_an_ns_eval_shaped_entry():
+    runs = [fake_run(1, 30.0, 10.0), fake_run(2, 28.0, 20.0), fake_run(3, 31.0, 12.5)]
+    entry = summarize_method("m:--flag=1", "m", ["--flag=1"], "tiny", runs)
+    assert {"experiment_name", "method_name", "checkpoint", "results"} <= set(entry)
+    assert entry["method_name"] == "m:--flag=1" and entry["status"] == "ok" and "reason" not in entry
+    assert entry["results"]["psnr"] == 30.0
+    assert entry["summary"]["psnr"] == {"median": 30.0, "min": 28.0, "max": 31.0}
+    assert entry["summary"]["ms_per_step"] == {"median": 12.5, "min": 10.0, "max": 20.0}
+    assert "samples_per_step" not in entry["summary"]  # None in the runs: the model reports no samples
+    assert [point["psnr"] for point in entry["curve"]] == [28.0, 30.0]
+    assert (entry["curve"][0]["psnr_min"], entry["curve"][0]["psnr_max"]) == (26.0, 29.0)
+    assert entry["runs"] == runs
+
+
+def test_failed_and_unsupported_methods_keep_a_row_with_the_reason():
+    failed = {"repeat": 2, "seed": 43, "status": "failed", "reason": "ValueError: boom", "log": "logs/m-2.log"}
+    partly = summarize_method("m", "m", [], "tiny", [fake_run(1, 30.0, 10.0), failed])
+    assert partly["status"] == "ok" and partly["reason"] == "1 of 2 repeats failed: ValueError: boom"
+    assert partly["results"]["psnr"] == 30.0
+    broken = summarize_method("b", "b", [], "tiny", [failed])
+    assert broken["status"] == "failed" and broken["reason"] == "ValueError: boom" and broken["results"] == {}
+    skipped = summarize_method("instant-ngp", "instant-ngp", [], "tiny", [], unsupported="needs a CUDA device")
+    assert skipped["status"] == "unsupported" and skipped["reason"] == "needs a CUDA device"
+    table = markdown_table(META, [partly, broken, skipped])
+    results_table = table.split("PSNR (dB) against training time")[0]
+    rows = {line.split("|")[1].strip(): line for line in results_table.splitlines() if line.startswith("| `")}
+    assert "unsupported: needs a CUDA device" in rows["`instant-ngp`"]
+    assert "failed: ValueError: boom" in rows["`b`"]
+    assert "30.00" in rows["`m`"] and "1 of 2 repeats failed" in rows["`m`"]
+
+
+def test_table_shows_median_with_min_max(tmp_path: Path):
+    entry = summarize_method("m", "m", [], "tiny", [fake_run(1, 30.0, 10.0), fake_run(2, 28.0, 20.0), fake_run(3, 31.0, 12.5)])
+    row = next(line for line in markdown_table(META, [entry]).splitlines() if line.startswith("| `m`"))
+    assert "30.00 (28.00–31.00)" in row and "12.5 (10.0–20.0)" in row and "0.900 |" in row
+
+
+def test_outputs_are_written_and_readable(tmp_path: Path):
+    entries = [
+        summarize_method("m", "m", [], "tiny", [fake_run(1, 30.0, 10.0), fake_run(2, 28.0, 20.0)]),
+        summarize_method("instant-ngp", "instant-ngp", [], "tiny", [], unsupported="needs a CUDA device"),
+    ]
+    write_outputs(tmp_path / "out", META, entries)
+    saved = json.loads((tmp_path / "out" / "results.json").read_text())
+    assert saved["meta"] == META and [m["method_name"] for m in saved["methods"]] == ["m", "instant-ngp"]
+    assert "| `m` |" in (tmp_path / "out" / "results.md").read_text()
+    with Image.open(tmp_path / "out" / "psnr_vs_time.png") as image:
+        assert image.format == "PNG" and image.size[0] > 300
+
+
+@pytest.mark.parametrize("repeats", [1, 3])
+def test_plot_handles_single_and_repeated_runs(tmp_path: Path, repeats: int):
+    entry = summarize_method("m", "m", [], "tiny", [fake_run(i + 1, 30.0 - i, 10.0) for i in range(repeats)])
+    write_outputs(tmp_path, {**META, "repeats": repeats}, [entry])
+    assert (tmp_path / "psnr_vs_time.png").stat().st_size > 1000
