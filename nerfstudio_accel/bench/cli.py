@@ -153,20 +153,52 @@ def run_worker(request: Dict, log_path: Path, on_event: Callable[[Dict], None]) 
     return {"status": "failed", "reason": reason}
 
 
+class _RunProgress:
+    """Rich progress bars fed by worker events: one over the whole bench, one per run, plus a line per evaluation."""
+
+    def __init__(self, progress, budget: float, runs: int) -> None:
+        self.progress, self.budget = progress, budget
+        self.overall = progress.add_task("all methods", total=max(runs, 1) * budget)
+        self.finished_seconds = 0.0
+
+    def start(self, title: str) -> Callable[[Dict], None]:
+        """Add the bar of a run titled ``title``; returns the handler of its worker's events."""
+        task = self.progress.add_task(title, total=self.budget)
+
+        def on_event(event: Dict) -> None:
+            if event["event"] == "progress":
+                seconds = min(event["seconds"], self.budget)
+                self.progress.update(task, completed=seconds, description=f"{title}, step {event['step']}")
+                self.progress.update(self.overall, completed=self.finished_seconds + seconds)
+            elif event["event"] == "evaluating":
+                self.progress.update(task, description=f"{title}, evaluating")
+            elif event["event"] == "eval":
+                self.progress.console.print(f"{title}: {event['seconds']:7.1f} s, step {event['step']:6d}, test PSNR {event['psnr']:.2f} dB")
+
+        self.task, self.title = task, title
+        return on_event
+
+    def finish(self, run: Dict) -> None:
+        """Fill the bar of the run that just ended and say so."""
+        self.finished_seconds += self.budget
+        self.progress.update(self.overall, completed=self.finished_seconds)
+        self.progress.update(self.task, completed=self.budget, description=f"{self.title}: {'done' if run['status'] == 'ok' else 'failed'}")
+
+
 def execute(plan: Plan) -> int:
-    """Run every method and repeat under a progress bar, rewriting the outputs after each run."""
+    """Run every method and repeat under a progress bar, rewriting the outputs after each run.
+    Returns 1 when a run failed, else 0."""
     from rich.console import Console
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-    args, budget = plan.args, plan.args.budget_seconds
+    args = plan.args
     (args.out / "logs").mkdir(parents=True, exist_ok=True)
-    runnable = [spec for spec in plan.specs if plan.unsupported[spec.label] is None]
-    console = Console(stderr=True)
-    entries: List[Dict] = []
     columns = (TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed:>6.0f} / {task.total:.0f} s"), TimeElapsedColumn())
-    with Progress(*columns, console=console) as progress:
-        overall = progress.add_task("all methods", total=max(len(runnable) * args.repeats, 1) * budget)
-        done_seconds = 0.0
+    entries: List[Dict] = []
+    with Progress(*columns, console=Console(stderr=True, soft_wrap=True, highlight=False)) as progress:
+        console = progress.console
+        runnable = sum(plan.unsupported[spec.label] is None for spec in plan.specs)
+        bars = _RunProgress(progress, args.budget_seconds, runnable * args.repeats)
         for spec in plan.specs:
             reason = plan.unsupported[spec.label]
             if reason is not None:
@@ -174,37 +206,22 @@ def execute(plan: Plan) -> int:
                 entries.append(summarize_method(spec.label, spec.name, spec.flags, plan.meta["scene"], [], unsupported=reason))
                 write_outputs(args.out, plan.meta, entries)
                 continue
-            runs = []
+            runs: List[Dict] = []
             for repeat in range(args.repeats):
-                seed = args.seed + repeat
                 title = spec.label + (f" (repeat {repeat + 1}/{args.repeats})" if args.repeats > 1 else "")
-                task = progress.add_task(title, total=budget)
-
-                def on_event(event: Dict, task=task, title=title, base=done_seconds) -> None:
-                    if event["event"] == "progress":
-                        progress.update(task, completed=min(event["seconds"], budget), description=f"{title}, step {event['step']}")
-                        progress.update(overall, completed=base + min(event["seconds"], budget))
-                    elif event["event"] == "evaluating":
-                        progress.update(task, description=f"{title}, evaluating")
-                    elif event["event"] == "eval":
-                        console.print(f"{title}: {event['seconds']:7.1f} s, step {event['step']:6d}, test PSNR {event['psnr']:.2f} dB")
-
                 log_path = args.out / "logs" / f"{re.sub(r'[^A-Za-z0-9._=-]+', '_', spec.label)}-{repeat + 1}.log"
                 request = {
                     "label": spec.label, "data": str(args.data), "dataparser": plan.dataparser, "downscale": args.downscale,
-                    "device": plan.device, "seed": seed, "budget_seconds": budget, "max_steps": args.max_steps,
-                    "eval_points": args.eval_points,
+                    "device": plan.device, "seed": args.seed + repeat, "budget_seconds": args.budget_seconds,
+                    "max_steps": args.max_steps, "eval_points": args.eval_points,
                 }  # fmt: skip
-                run = {"repeat": repeat + 1, "seed": seed, "log": str(log_path.relative_to(args.out)), **run_worker(request, log_path, on_event)}
-                runs.append(run)
-                done_seconds += budget
-                progress.update(overall, completed=done_seconds)
-                progress.update(task, completed=budget, description=title + (": done" if run["status"] == "ok" else ": failed"))
-                if run["status"] != "ok":
-                    console.print(f"[red]{title}[/]: failed: {run['reason']} (log: {args.out / run['log']})")
-                summary = summarize_method(spec.label, spec.name, spec.flags, plan.meta["scene"], runs)
-                write_outputs(args.out, plan.meta, entries + [summary])
-            entries.append(summary)
+                outcome = run_worker(request, log_path, bars.start(title))
+                runs.append({"repeat": repeat + 1, "seed": request["seed"], "log": str(log_path.relative_to(args.out)), **outcome})
+                bars.finish(outcome)
+                if outcome["status"] != "ok":
+                    console.print(f"[red]{title}[/]: failed: {outcome['reason']} (log: {log_path})")
+                write_outputs(args.out, plan.meta, entries + [summarize_method(spec.label, spec.name, spec.flags, plan.meta["scene"], runs)])
+            entries.append(summarize_method(spec.label, spec.name, spec.flags, plan.meta["scene"], runs))
     print((args.out / "results.md").read_text())
     console.print(f"wrote {', '.join(str(args.out / name) for name in OUTPUT_FILES)}")
     return 1 if any(run["status"] == "failed" for entry in entries for run in entry["runs"]) else 0

@@ -82,8 +82,8 @@ def markdown_table(meta: Dict, methods: Sequence[Dict]) -> str:
         "every view of the test split, RGBA targets composited over white."
         + (f" Values are medians over {repeats} repeats, (min–max) beside them." if repeats > 1 else ""),
         "",
-        "| method | steps | ms/step | rays/s | samples/step | PSNR (dB) | SSIM | LPIPS | peak memory (MB) | b/B | note |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
+        "| method | steps | ms/step | rays/s | samples/step | PSNR (dB) | SSIM | LPIPS | peak memory (MB) | graph (MB) | b/B | note |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
     ]
     for method in methods:
         summary = method.get("summary", {})
@@ -95,7 +95,8 @@ def markdown_table(meta: Dict, methods: Sequence[Dict]) -> str:
         cells = [
             _cell(summary, "steps", 0), _cell(summary, "ms_per_step", 1), _cell(summary, "rays_per_second", 0),
             _cell(summary, "samples_per_step", 0), _cell(summary, "psnr", 2), _cell(summary, "ssim", 3),
-            _cell(summary, "lpips", 3), _cell(summary, "peak_memory_mb", 0), _cell(summary, "hard_mining_fraction", 2),
+            _cell(summary, "lpips", 3), _cell(summary, "peak_memory_mb", 0), _cell(summary, "graph_mb", 1),
+            _cell(summary, "hard_mining_fraction", 2),
         ]  # fmt: skip
         lines.append(f"| `{method['method_name']}` | " + " | ".join(cells) + f" | {note} |")
     curves = [method for method in methods if method.get("curve")]
@@ -130,7 +131,8 @@ def plot_psnr_vs_time(meta: Dict, methods: Sequence[Dict], path: Path) -> None:
     skipped = [method["method_name"] for method in methods if method["status"] != "ok"]
     axes.set_xlabel("training time (s, evaluation excluded)")
     axes.set_ylabel("test PSNR (dB)")
-    axes.set_title(f"{meta['scene']} on {meta['device_name']}" + (f" — not run: {', '.join(skipped)}" if skipped else ""), fontsize=9)
+    title = f"{meta['scene']} (downscale {meta['downscale']:g}) on {meta['device_name']}, {meta['budget_seconds']:g} s budget"
+    axes.set_title(title + (f"; not run: {', '.join(skipped)}" if skipped else ""), fontsize=9)
     axes.grid(alpha=0.3)
     if any(method.get("curve") for method in methods):
         axes.legend(fontsize=8)
