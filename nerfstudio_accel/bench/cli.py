@@ -39,20 +39,20 @@ def parse_arguments(argv: Optional[List[str]] = None) -> argparse.Namespace:
         description="Train nerfstudio methods for an equal training-time budget on one scene; write results.json, "
         "results.md and psnr_vs_time.png.",
     )
-    parser.add_argument("--data", type=Path, required=True, help="scene folder (Blender or nerfstudio format)")
+    parser.add_argument("--data", type=Path, required=True, metavar="DIR", help="scene folder (Blender or nerfstudio format)")
     parser.add_argument("--dataparser", choices=("auto", "blender-data", "nerfstudio-data"), default="auto",
                         help="how to read --data; auto: blender-data if transforms_train.json is there, else nerfstudio-data")  # fmt: skip
     parser.add_argument("--methods", action="append", required=True, metavar="NAME[:FLAGS],...",
                         help="comma-separated methods, each with optional ns-train flags after ':', e.g. "
                         "accel-ngp,accel-ngp:--pipeline.hard-mining=False,nerfacto (repeatable)")  # fmt: skip
-    parser.add_argument("--budget-seconds", type=float, default=300.0, help="training time per run, evaluation excluded (default 300)")
-    parser.add_argument("--max-steps", type=int, help="also stop each run at this many steps (equal-steps comparisons)")
-    parser.add_argument("--eval-points", type=int, default=5, help="evaluations of the test split along the budget, the last at the end (default 5)")
+    parser.add_argument("--budget-seconds", type=float, default=300.0, metavar="S", help="training time per run, evaluation excluded (default 300)")
+    parser.add_argument("--max-steps", type=int, metavar="N", help="also stop each run at this many steps (equal-steps comparisons)")
+    parser.add_argument("--eval-points", type=int, default=5, metavar="N", help="evaluations of the test split along the budget, the last at the end (default 5)")
     parser.add_argument("--device", choices=("auto", "cpu", "cuda", "mps"), default="auto", help="auto: cuda when available, else cpu")
-    parser.add_argument("--downscale", type=float, default=1.0, help="image downscale factor, e.g. 4 trains lego at 100x100 (default 1)")
-    parser.add_argument("--repeats", type=int, default=1, help="runs per method (seeds seed, seed+1, ...); tables show median and min–max")
-    parser.add_argument("--seed", type=int, default=42)
-    parser.add_argument("--out", type=Path, required=True, help="folder for the results and the per-run logs")
+    parser.add_argument("--downscale", type=float, default=1.0, metavar="F", help="image downscale factor, e.g. 4 trains lego at 100x100 (default 1)")
+    parser.add_argument("--repeats", type=int, default=1, metavar="N", help="runs per method (seeds seed, seed+1, ...); tables show median and min–max")
+    parser.add_argument("--seed", type=int, default=42, help="seed of the first repeat (default 42)")
+    parser.add_argument("--out", type=Path, required=True, metavar="DIR", help="folder for the results and the per-run logs")
     parser.add_argument("--overwrite", action="store_true", help="replace results already in --out")
     args = parser.parse_args(argv)
     if not args.budget_seconds > 0:
