@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Dict, List, NoReturn, Optional
 
-from nerfstudio_accel.bench.configs import BenchError, MethodSpec, build_config, parse_methods, resolve_dataparser, unsupported_reason
+from nerfstudio_accel.bench.configs import DATAPARSERS, BenchError, MethodSpec, build_config, parse_methods, resolve_dataparser, unsupported_reason
 from nerfstudio_accel.bench.report import summarize_method, write_outputs
 
 OUTPUT_FILES = ("results.json", "results.md", "psnr_vs_time.png")
@@ -40,7 +40,7 @@ def parse_arguments(argv: Optional[List[str]] = None) -> argparse.Namespace:
         "results.md and psnr_vs_time.png.",
     )
     parser.add_argument("--data", type=Path, required=True, metavar="DIR", help="scene folder (Blender or nerfstudio format)")
-    parser.add_argument("--dataparser", choices=("auto", "blender-data", "nerfstudio-data"), default="auto",
+    parser.add_argument("--dataparser", choices=("auto", *DATAPARSERS), default="auto",
                         help="how to read --data; auto: blender-data if transforms_train.json is there, else nerfstudio-data")  # fmt: skip
     parser.add_argument("--methods", action="append", required=True, metavar="NAME[:FLAGS],...",
                         help="comma-separated methods, each with optional ns-train flags after ':', e.g. "
@@ -203,7 +203,7 @@ def execute(plan: Plan) -> int:
             reason = plan.unsupported[spec.label]
             if reason is not None:
                 console.print(f"[yellow]{spec.label}[/]: not run on {plan.device}: {reason}")
-                entries.append(summarize_method(spec.label, spec.name, spec.flags, plan.meta["scene"], [], unsupported=reason))
+                entries.append(summarize_method(spec, plan.meta["scene"], [], unsupported=reason))
                 write_outputs(args.out, plan.meta, entries)
                 continue
             runs: List[Dict] = []
@@ -220,8 +220,9 @@ def execute(plan: Plan) -> int:
                 bars.finish(outcome)
                 if outcome["status"] != "ok":
                     console.print(f"[red]{title}[/]: failed: {outcome['reason']} (log: {log_path})")
-                write_outputs(args.out, plan.meta, entries + [summarize_method(spec.label, spec.name, spec.flags, plan.meta["scene"], runs)])
-            entries.append(summarize_method(spec.label, spec.name, spec.flags, plan.meta["scene"], runs))
+                summary = summarize_method(spec, plan.meta["scene"], runs)
+                write_outputs(args.out, plan.meta, entries + [summary])
+            entries.append(summary)
     print((args.out / "results.md").read_text())
     console.print(f"wrote {', '.join(str(args.out / name) for name in OUTPUT_FILES)}")
     return 1 if any(run["status"] == "failed" for entry in entries for run in entry["runs"]) else 0

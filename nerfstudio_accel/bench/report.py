@@ -14,6 +14,8 @@ import statistics
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence
 
+from nerfstudio_accel.bench.configs import MethodSpec
+
 SUMMARY_KEYS = (
     "steps", "train_seconds", "ms_per_step", "rays_per_second", "samples_per_step",
     "peak_memory_mb", "graph_mb", "hard_mining_fraction", "hard_mining_tau_hat",
@@ -36,9 +38,11 @@ def _median_curve(curves: Sequence[Sequence[Dict[str, float]]]) -> List[Dict[str
     return points
 
 
-def summarize_method(label: str, name: str, flags: Sequence[str], scene: str, runs: List[Dict], unsupported: Optional[str] = None) -> Dict:
+def summarize_method(spec: MethodSpec, scene: str, runs: List[Dict], unsupported: Optional[str] = None) -> Dict:
     """One method's entry of ``results.json`` from its runs (each ``{"status": ..., ...}``)."""
-    entry: Dict = {"experiment_name": scene, "method_name": label, "checkpoint": None, "results": {}, "method": name, "flags": list(flags)}
+    entry: Dict = {
+        "experiment_name": scene, "method_name": spec.label, "checkpoint": None, "results": {}, "method": spec.name, "flags": list(spec.flags),
+    }  # fmt: skip
     if unsupported is not None:
         return {**entry, "status": "unsupported", "reason": unsupported, "runs": []}
     good = [run for run in runs if run["status"] == "ok"]

@@ -9,6 +9,7 @@ from typing import Dict
 import pytest
 from PIL import Image
 
+from nerfstudio_accel.bench.configs import MethodSpec
 from nerfstudio_accel.bench.report import markdown_table, summarize_method, write_outputs
 
 
@@ -33,7 +34,7 @@ META = {
 
 def test_repeats_give_medians_and_spread_in_an_ns_eval_shaped_entry():
     runs = [fake_run(1, 30.0, 10.0), fake_run(2, 28.0, 20.0), fake_run(3, 31.0, 12.5)]
-    entry = summarize_method("m:--flag=1", "m", ["--flag=1"], "tiny", runs)
+    entry = summarize_method(MethodSpec.parse("m:--flag=1"), "tiny", runs)
     assert {"experiment_name", "method_name", "checkpoint", "results"} <= set(entry)
     assert entry["method_name"] == "m:--flag=1" and entry["status"] == "ok" and "reason" not in entry
     assert entry["results"]["psnr"] == 30.0
@@ -47,12 +48,12 @@ def test_repeats_give_medians_and_spread_in_an_ns_eval_shaped_entry():
 
 def test_failed_and_unsupported_methods_keep_a_row_with_the_reason():
     failed = {"repeat": 2, "seed": 43, "status": "failed", "reason": "ValueError: boom", "log": "logs/m-2.log"}
-    partly = summarize_method("m", "m", [], "tiny", [fake_run(1, 30.0, 10.0), failed])
+    partly = summarize_method(MethodSpec.parse("m"), "tiny", [fake_run(1, 30.0, 10.0), failed])
     assert partly["status"] == "ok" and partly["reason"] == "1 of 2 repeats failed: ValueError: boom"
     assert partly["results"]["psnr"] == 30.0
-    broken = summarize_method("b", "b", [], "tiny", [failed])
+    broken = summarize_method(MethodSpec.parse("b"), "tiny", [failed])
     assert broken["status"] == "failed" and broken["reason"] == "ValueError: boom" and broken["results"] == {}
-    skipped = summarize_method("instant-ngp", "instant-ngp", [], "tiny", [], unsupported="needs a CUDA device")
+    skipped = summarize_method(MethodSpec.parse("instant-ngp"), "tiny", [], unsupported="needs a CUDA device")
     assert skipped["status"] == "unsupported" and skipped["reason"] == "needs a CUDA device"
     table = markdown_table(META, [partly, broken, skipped])
     results_table = table.split("PSNR (dB) against training time")[0]
@@ -63,15 +64,15 @@ def test_failed_and_unsupported_methods_keep_a_row_with_the_reason():
 
 
 def test_table_shows_median_with_min_max(tmp_path: Path):
-    entry = summarize_method("m", "m", [], "tiny", [fake_run(1, 30.0, 10.0), fake_run(2, 28.0, 20.0), fake_run(3, 31.0, 12.5)])
+    entry = summarize_method(MethodSpec.parse("m"), "tiny", [fake_run(1, 30.0, 10.0), fake_run(2, 28.0, 20.0), fake_run(3, 31.0, 12.5)])
     row = next(line for line in markdown_table(META, [entry]).splitlines() if line.startswith("| `m`"))
     assert "30.00 (28.00–31.00)" in row and "12.5 (10.0–20.0)" in row and "0.900 |" in row
 
 
 def test_outputs_are_written_and_readable(tmp_path: Path):
     entries = [
-        summarize_method("m", "m", [], "tiny", [fake_run(1, 30.0, 10.0), fake_run(2, 28.0, 20.0)]),
-        summarize_method("instant-ngp", "instant-ngp", [], "tiny", [], unsupported="needs a CUDA device"),
+        summarize_method(MethodSpec.parse("m"), "tiny", [fake_run(1, 30.0, 10.0), fake_run(2, 28.0, 20.0)]),
+        summarize_method(MethodSpec.parse("instant-ngp"), "tiny", [], unsupported="needs a CUDA device"),
     ]
     write_outputs(tmp_path / "out", META, entries)
     saved = json.loads((tmp_path / "out" / "results.json").read_text())
@@ -83,6 +84,6 @@ def test_outputs_are_written_and_readable(tmp_path: Path):
 
 @pytest.mark.parametrize("repeats", [1, 3])
 def test_plot_handles_single_and_repeated_runs(tmp_path: Path, repeats: int):
-    entry = summarize_method("m", "m", [], "tiny", [fake_run(i + 1, 30.0 - i, 10.0) for i in range(repeats)])
+    entry = summarize_method(MethodSpec.parse("m"), "tiny", [fake_run(i + 1, 30.0 - i, 10.0) for i in range(repeats)])
     write_outputs(tmp_path, {**META, "repeats": repeats}, [entry])
     assert (tmp_path / "psnr_vs_time.png").stat().st_size > 1000
