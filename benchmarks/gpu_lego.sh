@@ -11,6 +11,12 @@
 #   user would otherwise pay for the build inside its budget), runs the bench and leaves results.json,
 #   results.md, psnr_vs_time.png and logs.tar.gz in $OUT. BUDGET (s), EVAL_POINTS and METHODS
 #   override the defaults; keep the whole run inside the tool's 10 minutes per command.
+#     bash benchmarks/gpu_lego.sh checks
+#   installs the same way, builds nerfacc's CUDA ops, runs the tests that need a GPU (nerfacc parity,
+#   fp16 + hard mining, CPU checkpoints opened on CUDA), then trains accel-ngp on lego for STEPS (2000)
+#   with --precision auto and scores it with ns-eval; logs and eval.json land in $OUT.
+#     bash benchmarks/gpu_lego.sh parity
+#   installs the same way and runs only the nerfacc-CUDA vs torch parity tests.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 GPU_DIR=.gpu
@@ -21,11 +27,36 @@ prepare)
     cp -r "${LEGO:-../shared/data/lego}" "$GPU_DIR/lego"
     du -sh "$GPU_DIR"
     ;;
-run)
+run|checks|parity)
     : "${OUT:?run this through the device tool, which sets OUT}"
     python3 -m pip install --quiet --no-index --no-deps "$GPU_DIR"/wheels/*.whl
     python3 -m pip install --quiet --no-deps --no-build-isolation -e .
+    # nerfacc 0.5.2's scan.cu calls cub::Equality, which CUDA 13's CUB removed: on that toolkit, patch the
+    # installed copy (this machine only) to the standard equal_to so nerfacc's ops build.
+    if nvcc --version | grep -q "release 1[3-9]"; then
+        scan=$(python3 -c "import nerfacc, os; print(os.path.dirname(nerfacc.__file__))")/cuda/csrc/scan.cu
+        sed -i 's/cub::Equality()/cuda::std::equal_to<>()/; s|#include <thrust/iterator/reverse_iterator.h>|&\n#include <cuda/std/functional>|' "$scan"
+        echo "patched $scan for CUDA 13 (cub::Equality -> cuda::std::equal_to<>)"
+    fi
     python3 -c "from nerfstudio_accel.sampling.occupancy import nerfacc_ops_unavailable_reason as why; print(why() or 'nerfacc CUDA ops: loaded')"
+    ;;&
+parity)
+    python3 -m pytest -q -p no:cacheprovider tests/sampling/test_nerfacc_cuda_parity.py 2>&1 | tee "$OUT/parity.log" | tail -n 15
+    ;;
+checks)
+    status=0
+    python3 -m pytest -q -p no:cacheprovider tests/sampling/test_nerfacc_cuda_parity.py tests/engine/test_cuda_paths.py \
+        tests/engine/test_device_choices.py 2>&1 | tee "$OUT/gpu_tests.log" | tail -n 25 || status=1
+    ns-train accel-ngp --machine.device-type cuda --vis tensorboard --max-num-iterations "${STEPS:-2000}" \
+        --steps-per-eval-image 100000 --steps-per-eval-batch 100000 --output-dir /tmp/gpu-run --experiment-name lego \
+        --timestamp run blender-data --data "$GPU_DIR/lego" > "$OUT/train.log" 2>&1 || status=1
+    grep -E "Training precision|hard mining, step|Train Iter" "$OUT/train.log" | tail -n 8
+    ns-eval --load-config /tmp/gpu-run/lego/accel-ngp/run/config.yml --output-path "$OUT/eval.json" > "$OUT/eval.log" 2>&1 || status=1
+    cp /tmp/gpu-run/lego/accel-ngp/run/config.yml "$OUT/config.yml" 2>/dev/null || true
+    python3 -c "import json; r = json.load(open('$OUT/eval.json'))['results']; print(f\"lego accel-ngp on cuda: PSNR {r['psnr']:.2f} dB, SSIM {r['ssim']:.3f}, {r['num_rays_per_sec']:.0f} rays/s eval\")" || status=1
+    exit "$status"
+    ;;
+run)
     status=0
     python3 -m nerfstudio_accel.bench.cli --data "$GPU_DIR/lego" --device cuda --overwrite --out /tmp/bench \
         --budget-seconds "${BUDGET:-60}" --eval-points "${EVAL_POINTS:-3}" \
@@ -35,7 +66,7 @@ run)
     exit "$status"
     ;;
 *)
-    echo "usage: bash benchmarks/gpu_lego.sh prepare|run (see the comment at the top)" >&2
+    echo "usage: bash benchmarks/gpu_lego.sh prepare|run|checks|parity (see the comment at the top)" >&2
     exit 2
     ;;
 esac

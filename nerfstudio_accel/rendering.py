@@ -10,6 +10,7 @@ from typing import Dict, Literal
 
 import torch
 from jaxtyping import Float
+from nerfstudio.model_components import renderers
 from torch import Tensor
 
 from nerfstudio_accel.sampling import torch_ops
@@ -55,10 +56,14 @@ def render_packed(
 
 
 def background_colors(mode: BackgroundMode, n_rays: int, device: torch.device, training: bool) -> Float[Tensor, "n_rays 3"]:
-    """Per-ray background: a uniform random colour per ray when ``mode == 'random'`` and training,
-    otherwise the fixed colour of :data:`EVAL_BACKGROUND`."""
-    if mode == "random" and training:
-        return torch.rand(n_rays, 3, device=device)
+    """Per-ray background: a uniform random colour per ray when ``mode == 'random'`` and training;
+    outside training the colour nerfstudio's viewer or ``ns-render`` asks for through
+    ``background_color_override_context``, else the fixed colour of :data:`EVAL_BACKGROUND`."""
+    if training:
+        if mode == "random":
+            return torch.rand(n_rays, 3, device=device)
+    elif renderers.BACKGROUND_COLOR_OVERRIDE is not None:
+        return renderers.BACKGROUND_COLOR_OVERRIDE.to(device=device, dtype=torch.float32).expand(n_rays, 3)
     return torch.tensor(EVAL_BACKGROUND[mode], device=device).expand(n_rays, 3)
 
 

@@ -187,6 +187,23 @@ def test_ns_eval_reports_psnr_and_ssim_without_lpips(run_cli, trained_run) -> No
     assert "LPIPS disabled" in out + err  # ... and the run says so instead of failing
 
 
+@pytest.mark.slow
+def test_ns_render_writes_rgba_images(run_cli, trained_run, tmp_path: Path) -> None:
+    """ns-render dataset --rendered-output-names rgba: images with the object's opacity as alpha."""
+    if trained_run["code"] != 0:
+        pytest.skip("training failed; see test_ns_train_saves_the_final_checkpoint")
+    code, out, err = run_cli("ns-render", "dataset", "--load-config", trained_run["run_dir"] / "config.yml",
+                             "--output-path", tmp_path / "renders", "--split", "test",
+                             "--rendered-output-names", "rgba", timeout=300)
+    assert code == 0, (out + err)[-3000:]
+    images = sorted((tmp_path / "renders").rglob("*.png"))
+    assert len(images) == 2, images  # the tiny scene's two test views
+    with Image.open(images[0]) as image:
+        assert image.mode == "RGBA"
+        alpha = image.getchannel("A")
+        assert alpha.getextrema()[1] > 0, "something is opaque"
+
+
 # --- bad input: ns-train fails fast with one line ----------------------------------------------
 
 
@@ -302,6 +319,16 @@ def resized_png(scene: Path) -> str:
     return str(path)
 
 
+def png_suffix_in_file_paths(scene: Path) -> str:
+    """file_path "./train/r_0.png": the blender parser appends .png and would read r_0.png.png."""
+    transforms = scene / "transforms_train.json"
+    meta = json.loads(transforms.read_text())
+    for frame in meta["frames"]:
+        frame["file_path"] += ".png"
+    transforms.write_text(json.dumps(meta))
+    return meta["frames"][0]["file_path"]
+
+
 def frame_without_pose(scene: Path) -> str:
     transforms = scene / "transforms_train.json"
     meta = json.loads(transforms.read_text())
@@ -333,6 +360,7 @@ def blender_cases() -> Dict[str, Callable[[Path], Tuple[Path, Tuple[str, ...], T
         "empty-frames": lambda s: (s, ("train",), (empty_frames(s), "lists no frames", '"frames"')),
         "invalid-json": lambda s: (s, ("train",), (invalid_json(s, "transforms_train.json"), "not valid JSON")),
         "frame-without-pose": lambda s: (s, ("train",), (frame_without_pose(s), "frame 1", "transform_matrix")),
+        "png-suffix-in-file-path": lambda s: (s, ("train",), (png_suffix_in_file_paths(s), "appends .png", "drop the extension")),
         "empty-val-split": lambda s: (s, ("train", "val"), (empty_frames(s, "transforms_val.json"), "frames")),
         "no-val-split": lambda s: ((s / "transforms_val.json").unlink() or s, ("train", "val"),
                                    ("transforms_val.json", "blender-data")),
@@ -384,6 +412,18 @@ def test_check_nerfstudio_scene_rejects_in_one_line(tiny_scene: Path, tmp_path: 
     assert "\n" not in message
     for part in expected:
         assert part in message, f"{part!r} not in {message!r}"
+
+
+def test_blender_check_reads_the_files_the_parser_reads(tiny_scene: Path, tmp_path: Path) -> None:
+    """The blender parser reads file_path + ".png" even when file_path has a dot in its name: so does the check."""
+    scene = copy_scene(tiny_scene, tmp_path)
+    (scene / "train" / "r_0.png").rename(scene / "train" / "r_0.v2.png")
+    transforms = scene / "transforms_train.json"
+    meta = json.loads(transforms.read_text())
+    assert meta["frames"][0]["file_path"] == "./train/r_0"
+    meta["frames"][0]["file_path"] = "./train/r_0.v2"
+    transforms.write_text(json.dumps(meta))
+    check_blender_scene(scene, ("train",))
 
 
 def test_valid_scenes_pass_the_checks(tiny_scene: Path, tmp_path: Path) -> None:

@@ -3,6 +3,8 @@
 The loop is nerfstudio's own training step (callbacks before and after, ``train_iteration``),
 timed without evaluation so that methods are compared at equal training time. On CUDA the device
 is synchronized before each clock reading, so a step's queued kernels count against its own time.
+One untimed warm-up step comes first: methods that load or compile CUDA extensions lazily (nerfstudio's
+instant-ngp, splatfacto, nerfacc's ops) pay for it there, not inside the budget.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from nerfstudio.engine.callbacks import TrainingCallbackLocation
 
 from nerfstudio_accel.bench.evaluation import evaluate_views
 from nerfstudio_accel.bench.memory import TrainingPeakMemory
+from nerfstudio_accel.engine.trainer import AccelTrainer
 
 
 @dataclass
@@ -24,7 +27,12 @@ class BudgetRun:
     """What a budgeted run did: steps, training seconds, rays and marched samples, memory, score curve."""
 
     steps: int = 0
+    """Timed training steps (the warm-up step not counted)."""
     train_seconds: float = 0.0
+    warmup_seconds: float = 0.0
+    """The untimed first step's seconds (lazy extension loads and compiles land there)."""
+    skipped_steps: int = 0
+    """Steps AccelTrainer's guard skipped for a non-finite loss or gradient."""
     samples: int = 0
     """Samples the model reported (``num_samples_per_batch``); 0 for models that report none."""
     rays: int = 0
@@ -35,8 +43,8 @@ class BudgetRun:
     tracked_means: Dict[str, float] = field(default_factory=dict)
     """Mean over all steps of each tracked training metric the pipeline reported."""
     curve: List[Dict[str, float]] = field(default_factory=list)
-    """One point per evaluation: ``seconds``, ``step``, the evaluation's metrics, and the mean of each
-    tracked metric since the previous point."""
+    """One point per evaluation: ``seconds``, ``step`` (steps trained, the warm-up included), the
+    evaluation's metrics, and the mean of each tracked metric since the previous point."""
 
     @property
     def ms_per_step(self) -> float:
@@ -69,7 +77,8 @@ def train_for_budget(
         clock: measures the budget; wall time by default, ``time.process_time`` (CPU time of all
             threads) is steadier on a shared machine.
 
-    Raises ``FloatingPointError`` on a non-finite loss.
+    Raises ``FloatingPointError`` on a non-finite loss, unless the trainer is an :class:`AccelTrainer`,
+    whose guard skips such steps (counted in ``skipped_steps``; it stops training itself after too many).
     """
     pipeline = trainer.pipeline
     if evaluate is None:
@@ -81,17 +90,28 @@ def train_for_budget(
     next_eval = budget_seconds / eval_points
     interval: Dict[str, List[float]] = {name: [] for name in tracked}
     totals: Dict[str, List[float]] = {name: [] for name in tracked}
-    while run.train_seconds < budget_seconds and (max_steps is None or run.steps < max_steps):
+    guarded = isinstance(trainer, AccelTrainer)
+
+    def train_step(step: int):
+        """One step as nerfstudio's loop runs it; returns its seconds, loss and metrics."""
         synchronize()
         start = clock()
         pipeline.train()
         for callback in trainer.callbacks:
-            callback.run_callback_at_location(run.steps, location=TrainingCallbackLocation.BEFORE_TRAIN_ITERATION)
-        loss, _, metrics = trainer.train_iteration(run.steps)
+            callback.run_callback_at_location(step, location=TrainingCallbackLocation.BEFORE_TRAIN_ITERATION)
+        loss, _, metrics = trainer.train_iteration(step)
         for callback in trainer.callbacks:
-            callback.run_callback_at_location(run.steps, location=TrainingCallbackLocation.AFTER_TRAIN_ITERATION)
+            callback.run_callback_at_location(step, location=TrainingCallbackLocation.AFTER_TRAIN_ITERATION)
         synchronize()
-        run.train_seconds += clock() - start
+        if not guarded and not math.isfinite(float(loss)):
+            raise FloatingPointError(f"non-finite loss at step {step}")
+        return clock() - start, metrics
+
+    run.warmup_seconds, _ = train_step(0)
+    memory.after_evaluation()  # the warm-up's one-off allocations stay out of the training peak
+    while run.train_seconds < budget_seconds and (max_steps is None or run.steps < max_steps):
+        seconds, metrics = train_step(run.steps + 1)
+        run.train_seconds += seconds
         run.samples += int(metrics.get("num_samples_per_batch", 0))
         run.rays += int(metrics.get("num_rays_per_batch", fixed_rays_per_batch))
         run.steps += 1
@@ -99,15 +119,13 @@ def train_for_budget(
             if name in metrics:
                 interval[name].append(float(metrics[name]))
                 totals[name].append(float(metrics[name]))
-        if not math.isfinite(float(loss)):
-            raise FloatingPointError(f"non-finite loss at step {run.steps}")
         if on_step is not None:
             on_step(run)
         finished = run.train_seconds >= budget_seconds or (max_steps is not None and run.steps >= max_steps)
         if run.train_seconds >= next_eval or finished:
             memory.before_evaluation()
             run.peak_memory_bytes = memory.bytes
-            point = {"seconds": round(run.train_seconds, 2), "step": run.steps, **evaluate(finished)}
+            point = {"seconds": round(run.train_seconds, 2), "step": run.steps + 1, **evaluate(finished)}
             memory.after_evaluation()
             point.update({name: sum(values) / len(values) for name, values in interval.items() if values})
             interval = {name: [] for name in tracked}
@@ -116,4 +134,5 @@ def train_for_budget(
                 on_eval(point)
             next_eval += budget_seconds / eval_points
     run.tracked_means = {name: sum(values) / len(values) for name, values in totals.items() if values}
+    run.skipped_steps = getattr(trainer, "skipped_steps", 0)
     return run

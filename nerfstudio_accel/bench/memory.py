@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import resource
 import sys
 from typing import Callable
@@ -21,6 +22,23 @@ def saved_tensor_bytes(fn: Callable[[], object]) -> int:
     with torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor):
         fn()
     return total
+
+
+def training_autocast(trainer) -> contextlib.AbstractContextManager:
+    """The autocast a trainer's steps run under: AccelTrainer's own, else nerfstudio's (fp16 when
+    ``mixed_precision``, on ``cpu`` for MPS devices, as nerfstudio's ``train_iteration`` opens it)."""
+    if hasattr(trainer, "autocast"):
+        return trainer.autocast()
+    device_type = str(trainer.device).split(":")[0]
+    return torch.autocast(device_type="cpu" if device_type == "mps" else device_type, enabled=trainer.mixed_precision)
+
+
+def training_graph_bytes(trainer, step: int) -> int:
+    """Bytes of the graph one training step of ``trainer``'s pipeline saves, under the trainer's autocast."""
+    pipeline = trainer.pipeline
+    pipeline.train()
+    with training_autocast(trainer):
+        return saved_tensor_bytes(lambda: pipeline.get_train_loss_dict(step))
 
 
 def peak_rss_bytes() -> int:

@@ -17,8 +17,8 @@ from typing import Dict, List, Optional, Sequence
 from nerfstudio_accel.bench.configs import MethodSpec
 
 SUMMARY_KEYS = (
-    "steps", "train_seconds", "ms_per_step", "rays_per_second", "samples_per_step",
-    "peak_memory_mb", "graph_mb", "hard_mining_fraction", "hard_mining_tau_hat",
+    "steps", "train_seconds", "ms_per_step", "rays_per_second", "samples_per_step", "warmup_seconds",
+    "skipped_steps", "peak_memory_mb", "graph_mb", "hard_mining_fraction", "hard_mining_tau_hat",
 )  # fmt: skip
 
 
@@ -82,7 +82,8 @@ def markdown_table(meta: Dict, methods: Sequence[Dict]) -> str:
         "",
         f"Data `{meta['data']}` ({meta['dataparser']}, downscale {meta['downscale']:g}), seed {meta['seed']}, "
         f"torch {meta['versions']['torch']}, nerfstudio {meta['versions']['nerfstudio']}, nerfacc {meta['versions']['nerfacc']}, "
-        f"{meta['threads']} CPU threads. Evaluation time is not counted in the budget; metrics are means over "
+        f"{meta['threads']} CPU threads. Each method first trains one untimed warm-up step (lazy CUDA loads and "
+        "compiles), and evaluation time is not counted in the budget; metrics are means over "
         "every view of the test split, RGBA targets composited over white."
         + (f" Values are medians over {repeats} repeats, (min–max) beside them." if repeats > 1 else ""),
         "",
@@ -96,6 +97,9 @@ def markdown_table(meta: Dict, methods: Sequence[Dict]) -> str:
             note = f"{method['status']}: {note}"
         elif "peak_memory_kind" in method:
             note = (note + "; " if note else "") + ("CUDA max allocated" if method["peak_memory_kind"] == "cuda_max_allocated" else "process peak RSS")
+            skipped_steps = summary.get("skipped_steps", {}).get("median", 0)
+            if skipped_steps:
+                note += f"; {skipped_steps:.0f} non-finite steps skipped"
         cells = [
             _cell(summary, "steps", 0), _cell(summary, "ms_per_step", 1), _cell(summary, "rays_per_second", 0),
             _cell(summary, "samples_per_step", 0), _cell(summary, "psnr", 2), _cell(summary, "ssim", 3),

@@ -67,7 +67,7 @@ def run(request: Dict, emit: Callable[..., None]) -> Dict:
     from nerfstudio_accel.bench.budget import train_for_budget
     from nerfstudio_accel.bench.configs import MethodSpec, build_config
     from nerfstudio_accel.bench.evaluation import evaluate_views
-    from nerfstudio_accel.bench.memory import saved_tensor_bytes
+    from nerfstudio_accel.bench.memory import training_graph_bytes
     from nerfstudio_accel.metrics import ImageMetrics, psnr_and_ssim
 
     spec = MethodSpec.parse(request["label"])
@@ -103,14 +103,15 @@ def run(request: Dict, emit: Callable[..., None]) -> Dict:
             on_step=on_step,
             tracked=TRACKED_METRICS,
         )
-        pipeline.train()
-        graph_bytes = saved_tensor_bytes(lambda: pipeline.get_train_loss_dict(budget_run.steps))
+        graph_bytes = training_graph_bytes(trainer, budget_run.steps + 1)
     final = budget_run.curve[-1]
     curve_keys = ("seconds", "step", "psnr", "ssim") + TRACKED_METRICS
     return {
         "steps": budget_run.steps,
         "train_seconds": budget_run.train_seconds,
         "ms_per_step": budget_run.ms_per_step,
+        "warmup_seconds": budget_run.warmup_seconds,
+        "skipped_steps": budget_run.skipped_steps,
         "rays_per_second": budget_run.rays_per_second if budget_run.rays else None,
         "samples_per_step": budget_run.samples / budget_run.steps if budget_run.samples else None,
         "peak_memory_mb": budget_run.peak_memory_bytes / 2**20,

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Iterable, List, Optional
+from typing import Iterable, List
 
 from PIL import Image
 
@@ -53,15 +53,28 @@ def _check_images(paths: Iterable[Path], listed_in: Path, same_size: bool = Fals
             )
 
 
-def _image_path(root: Path, file_path: str, default_suffix: Optional[str]) -> Path:
-    path = root / file_path
-    if default_suffix and not path.suffix:
-        path = path.with_suffix(default_suffix)
-    return path
+def blender_image_path(data: Path, file_path: str) -> Path:
+    """The file nerfstudio's blender parser reads for a frame: ``file_path`` without ``./``, plus ``.png``,
+    always (``r_0.png`` is read as ``r_0.png.png``)."""
+    return data / Path(file_path.replace("./", "") + ".png")
+
+
+def _check_blender_images(data: Path, frames: List[dict], transforms: Path) -> None:
+    """Like :func:`_check_images` on the parser's paths, first naming a ``file_path`` that already ends in
+    ``.png`` when only that file exists (the parser would look for ``.png.png``)."""
+    paths = [blender_image_path(data, frame["file_path"]) for frame in frames]
+    for frame, path in zip(frames, paths):
+        written = data / frame["file_path"]
+        if not path.is_file() and written.suffix == ".png" and written.is_file():
+            raise SceneDataError(
+                f"{transforms}: file_path {frame['file_path']!r} ends in .png, but blender-data appends .png itself "
+                f"(it would read {path.name}); drop the extension from every file_path"
+            )
+    _check_images(paths, transforms, same_size=True)
 
 
 def check_blender_scene(data: Path, splits: Iterable[str] = ("train",)) -> None:
-    """A Blender-format folder: ``transforms_{split}.json`` with frames whose ``file_path`` (+ ``.png``) decode."""
+    """A Blender-format folder: ``transforms_{split}.json`` with frames whose ``file_path + '.png'`` decode."""
     data = Path(data)
     if not data.is_dir():
         raise SceneDataError(f"scene folder {data} does not exist; pass --data <folder with transforms_train.json>")
@@ -70,8 +83,7 @@ def check_blender_scene(data: Path, splits: Iterable[str] = ("train",)) -> None:
         if not transforms.is_file():
             hint = " (it has transforms.json: use nerfstudio-data)" if (data / "transforms.json").is_file() else ""
             raise SceneDataError(f"{data} has no transforms_{split}.json, which blender-data needs{hint}")
-        frames = _load_frames(transforms)
-        _check_images((_image_path(data, f["file_path"], ".png") for f in frames), transforms, same_size=True)
+        _check_blender_images(data, _load_frames(transforms), transforms)
 
 
 def check_nerfstudio_scene(data: Path) -> None:
@@ -87,4 +99,4 @@ def check_nerfstudio_scene(data: Path) -> None:
             )
         raise SceneDataError(f"{data} has no transforms.json; run ns-process-data on your capture first")
     frames = _load_frames(transforms)
-    _check_images((_image_path(transforms.parent, f["file_path"], None) for f in frames), transforms)
+    _check_images((transforms.parent / f["file_path"] for f in frames), transforms)

@@ -3,25 +3,32 @@ checkpoints and resume that stops at ``--max-num-iterations``.
 
 - ``--precision {auto,fp32,fp16,bf16}``: autocast covers the model's forward; accel renderers run in
   fp32 whatever the autocast (see :mod:`nerfstudio_accel.rendering`); parameters stay fp32. fp16
-  uses a GradScaler whose scale is logged as ``loss_scale``. ``auto`` is fp16 on CUDA and fp32
-  elsewhere.
+  uses a GradScaler whose scale is logged as ``loss_scale``, and so does any precision when the
+  model runs tiny-cuda-nn (whose kernels compute in fp16 whatever the autocast). ``auto`` is fp16
+  on CUDA and fp32 elsewhere.
+- Every choice made from the device (``auto`` precision, the pipeline's and model's device
+  defaults) is resolved from ``--machine.device-type`` before nerfstudio writes config.yml, so the
+  saved config rebuilds the same model on any device (``ns-eval`` picks CUDA whenever it exists).
 - A step whose loss or gradients are not finite is skipped: no optimizer or scheduler step, so
   parameters and optimizer state are untouched. Skips are counted and logged; after
   ``--max-consecutive-skips`` in a row training stops with one line naming the step and the last
   good checkpoint.
-- Checkpoints are written to a temporary file in the checkpoint folder and renamed into place, so a
-  crash during a save leaves the previous checkpoints intact.
+- Checkpoints are written to a temporary file in the checkpoint folder, flushed, renamed into place
+  and the folder synced before older checkpoints are deleted, so neither a crash nor a power loss
+  during a save leaves no checkpoint.
 - A resumed run (``--load-dir`` / ``--load-checkpoint``) continues at the saved step and ends at
-  ``--max-num-iterations`` in total (nerfstudio 1.1.5 would train that many more).
+  ``--max-num-iterations`` in total (nerfstudio 1.1.5 would train that many more). It may change
+  ``--precision``: a checkpoint without loss-scaler state starts a fresh scaler.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import List, Literal, Optional, Type
+from typing import Any, Dict, List, Literal, Optional, Type
 
 import torch
 import tyro
@@ -65,6 +72,39 @@ class AccelTrainerConfig(TrainerConfig):
     max_consecutive_skips: int = 20
     """Stop training after this many steps in a row with non-finite loss or gradients."""
 
+    def resolve_device_defaults(self) -> None:
+        """Resolve every device-dependent choice (``auto`` precision, the pipeline's and model's defaults)
+        for ``machine.device_type``, in place. Raises ``ValueError`` (one line) for a precision the device lacks."""
+        device_type = self.machine.device_type
+        self.precision = resolve_precision(self.precision, device_type)
+        resolve_pipeline = getattr(self.pipeline, "resolve_device_defaults", None)
+        if resolve_pipeline is not None:
+            resolve_pipeline(device_type)
+
+    def save_config(self) -> None:
+        """nerfstudio's config.yml, written after the device-dependent choices are resolved into it."""
+        try:
+            self.resolve_device_defaults()
+        except ValueError as error:
+            raise SystemExit(f"error: {error}") from None
+        super().save_config()
+
+
+def uses_tcnn(model_config: Any) -> bool:
+    """Whether a model config asks for tiny-cuda-nn kernels, which compute in fp16 whatever the autocast."""
+    return getattr(model_config, "implementation", None) == "tcnn"
+
+
+def sync_directory(directory: Path) -> None:
+    """Flush a folder's entries (a rename into it) to disk; a no-op where folders cannot be opened (Windows)."""
+    if os.name != "posix":
+        return
+    handle = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(handle)
+    finally:
+        os.close(handle)
+
 
 class AccelTrainer(Trainer):
     """See the module docstring."""
@@ -75,18 +115,27 @@ class AccelTrainer(Trainer):
         super().__init__(config, local_rank, world_size)
         device_type = str(self.device).split(":")[0]
         try:
-            self.precision = resolve_precision(config.precision, device_type)
+            config.resolve_device_defaults()  # ns-train resolved them before saving; other callers get them here
         except ValueError as error:
             raise SystemExit(f"error: {error}") from None
-        self.autocast_device = "cpu" if device_type == "mps" else device_type
+        self.precision: Literal["fp32", "fp16", "bf16"] = config.precision  # type: ignore[assignment]
+        self.autocast_device = device_type
         self.mixed_precision = self.precision != "fp32"
         config.mixed_precision = self.mixed_precision
-        self.use_grad_scaler = self.precision == "fp16"
-        self.grad_scaler = torch.amp.GradScaler(self.autocast_device, enabled=self.use_grad_scaler)
+        self.use_grad_scaler = self.precision == "fp16" or uses_tcnn(config.pipeline.model)
+        config.use_grad_scaler = self.use_grad_scaler
+        self.grad_scaler = torch.amp.GradScaler(device_type, enabled=self.use_grad_scaler)
         self.skipped_steps = 0
         self.consecutive_skips = 0
         self.last_checkpoint: Optional[Path] = None
-        CONSOLE.print(f"Training precision: {self.precision} (--precision {config.precision}) on {device_type}")
+        scaling = " with loss scaling" if self.use_grad_scaler else ""
+        why = " (tiny-cuda-nn runs in fp16)" if self.use_grad_scaler and self.precision != "fp16" else ""
+        CONSOLE.print(f"Training precision: {self.precision}{scaling} on {device_type}{why}")
+
+    def autocast(self) -> contextlib.AbstractContextManager:
+        """The autocast region of a training forward in this run's precision (a no-op for fp32)."""
+        dtype = torch.bfloat16 if self.precision == "bf16" else torch.float16
+        return torch.autocast(device_type=self.autocast_device, dtype=dtype, enabled=self.mixed_precision)
 
     # --- one step --------------------------------------------------------------------------------
 
@@ -94,11 +143,11 @@ class AccelTrainer(Trainer):
         groups = list(self.optimizers.parameters.keys())
         accumulation = self.gradient_accumulation_steps
         self.optimizers.zero_grad_some([g for g in groups if step % accumulation[g] == 0])
-        autocast_dtype = torch.bfloat16 if self.precision == "bf16" else torch.float16
-        with torch.autocast(device_type=self.autocast_device, dtype=autocast_dtype, enabled=self.mixed_precision):
+        with self.autocast():
             _, loss_dict, metrics_dict = self.pipeline.get_train_loss_dict(step=step)
         loss = functools.reduce(torch.add, [value.float() for value in loss_dict.values()])
-        self.grad_scaler.scale(loss).backward()
+        if loss.requires_grad:  # a step with no sample to learn from (e.g. every ray misses) has no graph
+            self.grad_scaler.scale(loss).backward()
 
         stepping = [
             g for g in groups
@@ -118,7 +167,8 @@ class AccelTrainer(Trainer):
             self.consecutive_skips += 1
         if self.use_grad_scaler:
             metrics_dict["loss_scale"] = torch.tensor(self.grad_scaler.get_scale())
-        self.grad_scaler.update()
+        if stepping:  # the scaler updates from the inf checks of its unscale_ calls: none, nothing to update
+            self.grad_scaler.update()
         if finite and stepping:
             self.optimizers.scheduler_step_all(step)
         metrics_dict["skipped_steps"] = torch.tensor(self.skipped_steps)
@@ -153,7 +203,8 @@ class AccelTrainer(Trainer):
     # --- checkpoints and resume ------------------------------------------------------------------
 
     def save_checkpoint(self, step: int) -> None:
-        """nerfstudio's checkpoint, written to a temporary file and renamed into place (atomic)."""
+        """nerfstudio's checkpoint, written to a temporary file and renamed into place (atomic); the folder
+        is synced before older checkpoints go, so a power loss cannot leave none."""
         self.checkpoint_dir.mkdir(parents=True, exist_ok=True)
         final = self.checkpoint_dir / f"step-{step:09d}.ckpt"
         partial = self.checkpoint_dir / f".partial-{os.getpid()}-{final.name}"
@@ -169,6 +220,7 @@ class AccelTrainer(Trainer):
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(partial, final)
+        sync_directory(self.checkpoint_dir)
         self.last_checkpoint = final
         if self.config.save_only_latest_checkpoint:
             for old in self.checkpoint_dir.glob(CHECKPOINT_GLOB):
@@ -188,9 +240,38 @@ class AccelTrainer(Trainer):
                 raise SystemExit(f"error: no checkpoint to resume from in {load_dir}; train without --load-dir")
             self.config.load_checkpoint = load_dir / f"step-{steps[-1]:09d}.ckpt"
             self.config.load_dir = None
-        super()._load_checkpoint()
-        if self.config.load_checkpoint is not None:
-            self.last_checkpoint = Path(self.config.load_checkpoint)
+        path = self.config.load_checkpoint
+        if path is None:
+            CONSOLE.print("No checkpoint to load: training from scratch.")
+            return
+        if not Path(path).is_file():
+            raise SystemExit(f"error: checkpoint {path} does not exist; check --load-checkpoint")
+        state = torch.load(path, map_location="cpu")
+        self._start_step = state["step"] + 1
+        try:
+            self.pipeline.load_pipeline(state["pipeline"], state["step"])
+        except RuntimeError as error:
+            mismatch = next((line.strip() for line in str(error).splitlines() if "size mismatch" in line), None)
+            if mismatch is None:
+                raise
+            raise SystemExit(
+                f"error: checkpoint {path} was trained with other model sizes than this run's ({mismatch}); resume with "
+                f"the sizes in that run's config.yml (e.g. --pipeline.model.log2-hashmap-size, --pipeline.model.grid-resolution)"
+            ) from None
+        self.optimizers.load_optimizers(state["optimizers"])
+        if "schedulers" in state and self.config.load_scheduler:
+            self.optimizers.load_schedulers(state["schedulers"])
+        self._load_scaler(state.get("scalers", {}))
+        self.last_checkpoint = Path(path)
+        CONSOLE.print(f"Resuming from {path} (step {state['step']})")
+
+    def _load_scaler(self, scaler_state: Dict[str, Any]) -> None:
+        """The checkpoint's loss-scaler state; a run without loss scaling saved none (an empty dict), so a
+        resume with fp16 starts a fresh scaler, and a resume without loss scaling ignores a saved one."""
+        if self.use_grad_scaler and not scaler_state:
+            CONSOLE.print("The checkpoint has no loss-scaler state (it trained without loss scaling): starting a fresh scaler.")
+            return
+        self.grad_scaler.load_state_dict(scaler_state)
 
     def train(self) -> None:
         """Train until ``--max-num-iterations`` steps in total, counting those before a resume."""

@@ -9,31 +9,54 @@ mining uses: it scores samples by the loss gradient w.r.t. the raw outputs.
 
 from __future__ import annotations
 
-import importlib.util
-import logging
-from typing import Literal, Optional, Tuple
+from typing import Literal, Tuple
 
 import torch
 from jaxtyping import Float
 from nerfstudio.field_components.activations import trunc_exp
 from nerfstudio.field_components.encodings import HashEncoding, SHEncoding
 from nerfstudio.field_components.mlp import MLP
+from nerfstudio.utils import external
 from torch import Tensor, nn
 
-logger = logging.getLogger(__name__)
-_ANNOUNCED: set = set()
+FieldImplementation = Literal["auto", "tcnn", "torch"]
 
 
-def choose_implementation(device: Optional[torch.device]) -> Literal["tcnn", "torch"]:
-    """``tcnn`` when tiny-cuda-nn is importable and ``device`` is CUDA, else ``torch`` (said once per choice)."""
-    has_tcnn = importlib.util.find_spec("tinycudann") is not None
-    device_type = torch.device(device).type if device is not None else "cpu"
-    choice: Literal["tcnn", "torch"] = "tcnn" if has_tcnn and device_type == "cuda" else "torch"
-    if choice not in _ANNOUNCED:
-        _ANNOUNCED.add(choice)
-        why = "tiny-cuda-nn found" if choice == "tcnn" else ("on " + device_type if has_tcnn else "tiny-cuda-nn not installed")
-        logger.warning("accel hash-grid field: %s implementation (%s)", choice, why)
-    return choice
+def tcnn_unavailable_reason(device_type: str) -> str:
+    """Empty when tiny-cuda-nn runs for ``device_type`` here, else one line saying why not.
+
+    Uses nerfstudio's own import probe, so a tiny-cuda-nn that is installed but fails to import
+    counts as unavailable (nerfstudio's modules then silently build their torch versions).
+    """
+    if device_type != "cuda":
+        return f"tiny-cuda-nn needs a CUDA device (this run is on {device_type})"
+    if not external.TCNN_EXISTS:
+        return "tiny-cuda-nn does not import here"
+    return ""
+
+
+def resolve_implementation(requested: FieldImplementation, device_type: str) -> Literal["tcnn", "torch"]:
+    """``auto`` -> ``tcnn`` where tiny-cuda-nn runs on ``device_type``, else ``torch``; explicit choices
+    pass through (:func:`check_implementation` refuses a ``tcnn`` that cannot run)."""
+    if requested not in ("auto", "tcnn", "torch"):
+        raise ValueError(f"unknown field implementation {requested!r}; choose auto, tcnn or torch")
+    if requested == "auto":
+        return "torch" if tcnn_unavailable_reason(device_type) else "tcnn"
+    return requested
+
+
+def check_implementation(implementation: str, device_type: str, method: str) -> None:
+    """Raise ``SystemExit`` with one line when a model configured for tiny-cuda-nn cannot build here.
+
+    tiny-cuda-nn and torch store their parameters in different layouts, so a checkpoint made with
+    one does not load into the other: building the torch twin silently would fail later, less clearly.
+    """
+    reason = tcnn_unavailable_reason(device_type) if implementation == "tcnn" else ""
+    if reason:
+        raise SystemExit(
+            f"error: this {method} model uses tiny-cuda-nn (implementation: tcnn in its config.yml), but {reason}; "
+            f"open it on a CUDA machine with tiny-cuda-nn, or train with --pipeline.model.implementation torch"
+        )
 
 
 class HashGridField(nn.Module):
@@ -44,7 +67,8 @@ class HashGridField(nn.Module):
         contract: map unbounded space into the grid (inf-norm scene contraction around the box).
         num_levels, min_res, max_res, log2_hashmap_size, features_per_level: hash-grid shape.
         hidden_dim, geo_feat_dim, hidden_dim_color, num_layers_color: MLP sizes.
-        implementation: ``tcnn`` or ``torch`` (see :func:`choose_implementation`).
+        implementation: ``tcnn`` or ``torch`` (see :func:`resolve_implementation`). nerfstudio's
+            modules build their torch versions when tiny-cuda-nn does not import.
     """
 
     def __init__(
@@ -65,7 +89,6 @@ class HashGridField(nn.Module):
         super().__init__()
         self.register_buffer("aabb", aabb.detach().clone().float())
         self.contract = contract
-        self.implementation = implementation
         self.geo_feat_dim = geo_feat_dim
         self.position_encoding = HashEncoding(
             num_levels=num_levels,
@@ -104,12 +127,19 @@ class HashGridField(nn.Module):
         return ((positions - lower) / (upper - lower)).clamp(0.0, 1.0)
 
     def density_head(self, positions: Float[Tensor, "n 3"]) -> Float[Tensor, "n 16"]:
-        """Pre-activation density (column 0) and geometry features (the rest, ``geo_feat_dim`` wide)."""
+        """Pre-activation density (column 0) and geometry features (the rest, ``geo_feat_dim`` wide).
+        No sample, no kernel call (tiny-cuda-nn fails on empty input)."""
+        if positions.shape[0] == 0:
+            return positions.new_zeros(0, 1 + self.geo_feat_dim)
         return self.density_mlp(self.position_encoding(self.unit_positions(positions)))
 
     def color_raw(self, geo_features: Float[Tensor, "n geo"], directions: Float[Tensor, "n 3"]) -> Float[Tensor, "n 3"]:
-        """Pre-activation colour from geometry features and unit view ``directions``."""
-        sh_input = (directions + 1.0) / 2.0 if self.implementation == "tcnn" else directions
+        """Pre-activation colour from geometry features and unit view ``directions`` (empty in, empty out)."""
+        if directions.shape[0] == 0:
+            return directions.new_zeros(0, 3)
+        # tiny-cuda-nn's spherical harmonics take directions mapped to [0, 1]^3, nerfstudio's torch ones unit vectors
+        tcnn_directions = self.direction_encoding.tcnn_encoding is not None
+        sh_input = (directions + 1.0) / 2.0 if tcnn_directions else directions
         direction_features = self.direction_encoding(sh_input)
         return self.color_mlp(torch.cat([direction_features.to(geo_features), geo_features], dim=-1))
 

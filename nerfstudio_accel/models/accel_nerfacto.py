@@ -31,6 +31,7 @@ from nerfstudio.fields.nerfacto_field import NerfactoField
 from nerfstudio.models.nerfacto import NerfactoModel, NerfactoModelConfig
 from torch import Tensor, nn
 
+from nerfstudio_accel.fields.hash_grid_field import FieldImplementation, check_implementation, resolve_implementation
 from nerfstudio_accel.metrics import load_lpips
 
 
@@ -39,6 +40,13 @@ class AccelNerfactoModelConfig(NerfactoModelConfig):
     """nerfacto with sample / field_raw / render seams (see module docstring)."""
 
     _target: Type = field(default_factory=lambda: AccelNerfactoModel)
+    implementation: FieldImplementation = "auto"  # type: ignore[assignment]
+    """Field kernels: tiny-cuda-nn (tcnn) or pure PyTorch (torch); auto: tcnn on CUDA when tiny-cuda-nn
+    imports, else torch. Written into config.yml as tcnn or torch when training starts."""
+
+    def resolve_device_defaults(self, device_type: str) -> None:
+        """Resolve ``implementation=auto`` for ``device_type`` in place (the two store different parameters)."""
+        self.implementation = resolve_implementation(self.implementation, device_type)  # type: ignore[assignment]
 
 
 @dataclass
@@ -126,6 +134,9 @@ class AccelNerfactoModel(NerfactoModel):
                 "error: accel-nerfacto does not support --pipeline.model.predict-normals or "
                 "--pipeline.model.use-gradient-scaling; use nerfacto for those"
             )
+        device_type = torch.device(self.kwargs.get("device", "cpu")).type
+        self.config.resolve_device_defaults(device_type)  # a no-op for configs that ns-train saved
+        check_implementation(self.config.implementation, device_type, "accel-nerfacto")
         with _nerfacto_modules_swapped():
             super().populate_modules()
 

@@ -25,7 +25,12 @@ from nerfstudio.utils import colormaps
 from torch import Tensor
 from torch.nn import Parameter
 
-from nerfstudio_accel.fields.hash_grid_field import HashGridField, choose_implementation
+from nerfstudio_accel.fields.hash_grid_field import (
+    FieldImplementation,
+    HashGridField,
+    check_implementation,
+    resolve_implementation,
+)
 from nerfstudio_accel.metrics import ImageMetrics
 from nerfstudio_accel.rendering import BackgroundMode, background_colors, composite_ground_truth, render_packed
 from nerfstudio_accel.sampling.occupancy import MarchingOptions, OccupancySampler, SamplerBackend, evaluate_in_chunks
@@ -47,7 +52,8 @@ class AccelNGPModelConfig(ModelConfig):
     scene_contraction: Literal["auto", "on", "off"] = "auto"
     """Contract unbounded space into the grid. auto: off for blender-data, on for other data."""
     grid_resolution: Optional[int] = None
-    """Occupancy grid cells per axis (per level); default 128 on CUDA, 64 elsewhere (cheaper updates)."""
+    """Occupancy grid cells per axis (per level); default 128 on CUDA, 64 elsewhere (cheaper updates).
+    Like every device-dependent default here, it is written into config.yml as a number when training starts."""
     grid_levels: Optional[int] = None
     """Grid levels (each twice the extent of the last); default 1 bounded, 4 contracted."""
     render_step_size: Optional[float] = None
@@ -60,6 +66,9 @@ class AccelNGPModelConfig(ModelConfig):
     """Skip samples whose opacity is below this."""
     early_stop_eps: float = 1e-4
     """Stop marching a ray once its transmittance is below this."""
+    stratified_sampling: bool = True
+    """In training, shift each ray's step lattice by a random fraction of a step, so a pixel sees new
+    points every step (evaluation and the viewer march the fixed lattice)."""
     grid_update_every: int = 16
     """Update the occupancy grid every this many steps."""
     grid_warmup_steps: int = 256
@@ -78,6 +87,19 @@ class AccelNGPModelConfig(ModelConfig):
     """Entries per hash-grid level, as a power of two; default 19 on CUDA, 17 elsewhere."""
     hidden_dim: int = 64
     hidden_dim_color: int = 64
+    implementation: FieldImplementation = "auto"
+    """Field kernels: tiny-cuda-nn (tcnn) or pure PyTorch (torch); auto: tcnn on CUDA when tiny-cuda-nn
+    imports, else torch. A tcnn checkpoint opens only where tiny-cuda-nn runs."""
+
+    def resolve_device_defaults(self, device_type: str) -> None:
+        """Fill every unset device-dependent choice for ``device_type`` (``cuda``, ``cpu``, ``mps``) in place,
+        so that the saved config holds numbers and a checkpoint rebuilds the same model on any device."""
+        on_cuda = device_type == "cuda"
+        if self.log2_hashmap_size is None:
+            self.log2_hashmap_size = 19 if on_cuda else 17
+        if self.grid_resolution is None:
+            self.grid_resolution = 128 if on_cuda else 64
+        self.implementation = resolve_implementation(self.implementation, device_type)
 
 
 class AccelNGPModel(Model):
@@ -89,7 +111,9 @@ class AccelNGPModel(Model):
         super().populate_modules()
         cfg = self.config
         device = torch.device(self.kwargs.get("device", "cpu"))
-        on_cuda = device.type == "cuda"
+        cfg.resolve_device_defaults(device.type)  # a no-op for configs that ns-train saved
+        assert cfg.log2_hashmap_size is not None and cfg.grid_resolution is not None
+        check_implementation(cfg.implementation, device.type, "accel-ngp")
         contract = cfg.scene_contraction == "on"
         aabb = self.scene_box.aabb.float()
         self.field = HashGridField(
@@ -97,14 +121,13 @@ class AccelNGPModel(Model):
             contract=contract,
             num_levels=cfg.num_levels,
             max_res=cfg.max_res,
-            log2_hashmap_size=cfg.log2_hashmap_size or (19 if on_cuda else 17),
+            log2_hashmap_size=cfg.log2_hashmap_size,
             hidden_dim=cfg.hidden_dim,
             hidden_dim_color=cfg.hidden_dim_color,
-            implementation=choose_implementation(device),
+            implementation=cfg.implementation,
         )
         levels = cfg.grid_levels if cfg.grid_levels is not None else (4 if contract else 1)
-        resolution = cfg.grid_resolution or (128 if on_cuda else 64)
-        self.sampler = OccupancySampler(aabb.flatten(), resolution=resolution, levels=levels, backend=cfg.sampler_backend)
+        self.sampler = OccupancySampler(aabb.flatten(), resolution=cfg.grid_resolution, levels=levels, backend=cfg.sampler_backend)
         try:
             self.sampler.backend_for(device)
         except ValueError as error:
@@ -144,7 +167,8 @@ class AccelNGPModel(Model):
         """Packed samples through occupied space, culled by opacity and early stop (train and eval alike)."""
         origins, directions, nears, fars = self._rays(ray_bundle)
         ray_indices, t_starts, t_ends = self.sampler.sample(
-            origins, directions, self.marching, density_fn=self.field.density, near_planes=nears, far_planes=fars
+            origins, directions, self.marching, density_fn=self.field.density, near_planes=nears, far_planes=fars,
+            stratified=self._stratified,
         )
         return PackedSamples(ray_indices, t_starts, t_ends, origins, directions)
 
@@ -153,7 +177,8 @@ class AccelNGPModel(Model):
         """:meth:`sample` and :meth:`field_raw` of its samples, without a graph. The density head that
         culls the marched candidates is kept for the survivors, so only the colour MLP is added."""
         origins, directions, nears, fars = self._rays(ray_bundle)
-        candidates = PackedSamples(*self.sampler.march(origins, directions, self.marching, nears, fars), origins, directions)
+        marched = self.sampler.march(origins, directions, self.marching, nears, fars, stratified=self._stratified)
+        candidates = PackedSamples(*marched, origins, directions)
         if candidates.n_samples == 0 or not self.marching.culls:
             return (candidates, *self.field_raw(candidates))
         heads = evaluate_in_chunks(self.field.density_head, candidates.positions)
@@ -164,6 +189,11 @@ class AccelNGPModel(Model):
         keep = torch.nonzero(visible).reshape(-1)
         samples, heads = candidates.subset(keep), heads[keep]
         return samples, heads[:, :1], self.field.color_raw(heads[:, 1:], samples.sample_directions)
+
+    @property
+    def _stratified(self) -> bool:
+        """Jittered lattices in training only: evaluation and the viewer stay deterministic."""
+        return self.training and self.config.stratified_sampling
 
     @staticmethod
     def _rays(ray_bundle: RayBundle):
@@ -197,6 +227,13 @@ class AccelNGPModel(Model):
         outputs = self.render(samples, raw_density, raw_color)
         outputs.pop("weights")
         return outputs
+
+    def get_rgba_image(self, outputs: Dict[str, Tensor], output_name: str = "rgb") -> Float[Tensor, "*batch 4"]:
+        """The object's own colour and its opacity (``ns-render --rendered-output-names rgba``): the
+        background this render was blended over is taken out again, ``(rgb - (1 - a) bg) / a``."""
+        accumulation = outputs[output_name.replace("rgb", "accumulation")]
+        foreground = outputs[output_name] - (1.0 - accumulation) * outputs["background"]
+        return torch.cat([(foreground / accumulation.clamp(min=1e-10)).clamp(0.0, 1.0), accumulation], dim=-1)
 
     def get_metrics_dict(self, outputs: Dict[str, Tensor], batch: Dict[str, Tensor]) -> Dict[str, Tensor]:
         image = batch["image"].to(self.device)

@@ -38,14 +38,17 @@ class AccelPipelineConfig(DynamicBatchPipelineConfig):
     max_num_rays_per_batch: Optional[int] = None
     """Upper bound on the dynamic ray batch; default 2^16 on CUDA, 2^12 elsewhere."""
 
-
-def resolve_batch_defaults(config: AccelPipelineConfig, device: str) -> None:
-    """Fill unset batch sizes for ``device``: a CPU step costs ~100x a GPU step per sample."""
-    on_cuda = torch.device(device).type == "cuda"
-    if config.target_num_samples is None:
-        config.target_num_samples = 1 << 18 if on_cuda else 1 << 14
-    if config.max_num_rays_per_batch is None:
-        config.max_num_rays_per_batch = 1 << 16 if on_cuda else 1 << 12
+    def resolve_device_defaults(self, device_type: str) -> None:
+        """Fill unset device-dependent choices for ``device_type`` in place, the model's too (a CPU step
+        costs ~100x a GPU step per sample). AccelTrainer calls this before nerfstudio saves config.yml."""
+        on_cuda = device_type == "cuda"
+        if self.target_num_samples is None:
+            self.target_num_samples = 1 << 18 if on_cuda else 1 << 14
+        if self.max_num_rays_per_batch is None:
+            self.max_num_rays_per_batch = 1 << 16 if on_cuda else 1 << 12
+        resolve_model = getattr(self.model, "resolve_device_defaults", None)
+        if resolve_model is not None:
+            resolve_model(device_type)
 
 
 def scene_data_path(config: AccelPipelineConfig) -> Optional[Path]:
@@ -95,7 +98,7 @@ class AccelPipeline(DynamicBatchPipeline):
         except SceneDataError as error:
             raise SystemExit(f"error: {error}") from None
         prepare_model_config(config)
-        resolve_batch_defaults(config, device)
+        config.resolve_device_defaults(torch.device(device).type)  # a no-op for configs that ns-train saved
         super().__init__(config, device, test_mode, world_size, local_rank, grad_scaler)
         self._fall_back_to_white_without_alpha()
 

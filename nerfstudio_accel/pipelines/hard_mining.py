@@ -5,7 +5,8 @@ the fp32 renderer to the pre-activation outputs only, giving each sample's impor
 ``G_i = ||dL / d(sigma'_i, c'_i)||`` (eq. 2); ``b = B / tau_hat`` samples are drawn with probability
 proportional to ``G`` (eq. 3-5); the field runs again on those with a graph, and the cached output
 gradients flow through it as the surrogate ``sum(raw_hard * grad_hard)``. The trainer's single
-``backward()`` (GradScaler, accumulation, DDP) does the rest.
+``backward()`` (GradScaler, accumulation) does the rest. Not DDP-aware yet: the mined forward bypasses
+DDP's wrapper, so gradients would not be averaged across ranks.
 
 Works with any model exposing the seams ``sample(ray_bundle)``, ``field_raw(samples)`` and
 ``render(samples, raw_density, raw_color)`` (see ``models/accel_ngp.py``), where ``samples.subset(index)``
@@ -27,17 +28,35 @@ from torch import Tensor
 from nerfstudio_accel.pipelines.accel_pipeline import AccelPipeline, AccelPipelineConfig
 
 
+def reaches_parameters(tensor: Tensor, inputs: List[Tensor]) -> bool:
+    """Whether ``tensor``'s autograd graph reaches any leaf other than ``inputs`` (a parameter that a
+    backward of ``tensor`` would give a gradient). Walks the graph once, stopping at the first such leaf."""
+    targets = {id(t) for t in inputs}
+    stack, seen = [tensor.grad_fn], set()
+    while stack:
+        node = stack.pop()
+        if node is None or node in seen:
+            continue
+        seen.add(node)
+        variable = getattr(node, "variable", None)  # AccumulateGrad nodes hold their leaf
+        if variable is not None and id(variable) not in targets:
+            return True
+        stack.extend(next_node for next_node, _ in node.next_functions)
+    return False
+
+
 def tau_from_importance(importance: Float[Tensor, "B"]) -> float:
     """How many times larger a uniform batch must be to match importance sampling's gradient variance.
 
     With ``g = G / sum(G)``: ``R = ||g - 1/B||^2 / ||g||^2`` (eq. 3) and ``tau = (1 - R)^-1/2`` (eq. 4),
     which simplifies to ``tau = sqrt(B * ||g||^2)``: 1 for uniform ``G``, ``sqrt(B)`` for one-hot ``G``.
-    All-zero ``G`` (nothing to learn from) gives 1.
+    All-zero ``G`` (nothing to learn from) gives 1. Computed in float32 (MPS has no float64).
     """
-    total = importance.double().sum()
+    importance = importance.float()
+    total = importance.sum()
     if not torch.isfinite(total) or total <= 0:
         return 1.0
-    g = importance.double() / total
+    g = importance / total
     return float(torch.sqrt(importance.numel() * torch.sum(g * g)))
 
 
@@ -66,7 +85,7 @@ class HardBatchSizer:
 
 
 def draw_hard_samples(importance: Float[Tensor, "B"], b: int) -> Int[Tensor, "b_drawn"]:
-    """``b`` distinct indices drawn with probability proportional to ``importance``, sorted.
+    """``b`` distinct indices drawn with probability proportional to ``importance`` (finite, ``>= 0``), sorted.
 
     Samples with zero importance carry zero gradient, so at most ``count_nonzero(importance)``
     are drawn (none when all are zero).
@@ -91,7 +110,8 @@ class HardSampleMiningPipelineConfig(AccelPipelineConfig):
     """Floor on b/B. The paper has none (0); 1.0 trains on every sample with non-zero gradient."""
     print_every: int = 500
     """Print B, b, b/B, tau_hat and pass times to the terminal every this many steps (0: never).
-    They are logged every step to tensorboard / wandb as Train Metrics Dict/hard_mining_*."""
+    They are logged to tensorboard / wandb as Train Metrics Dict/hard_mining_* at the trainer's logging
+    steps; pass times are measured on those steps only (on CUDA a timer waits for the device)."""
 
 
 class HardSampleMiningPipeline(AccelPipeline):
@@ -104,6 +124,8 @@ class HardSampleMiningPipeline(AccelPipeline):
         num_images = max(len(self.datamanager.train_dataset), 1) if self.datamanager.train_dataset is not None else 1
         self.batch_sizer = HardBatchSizer(alpha=1.0 / num_images, min_fraction=config.min_hard_fraction)
         self.last_mining_stats: Dict[str, float] = {}
+        self.steps_per_log = 1
+        """Pass times are measured on steps the trainer logs (set from the trainer in get_training_callbacks)."""
 
     def get_extra_state(self) -> Tensor:
         """tau_hat goes into checkpoints with the pipeline's state."""
@@ -114,6 +136,9 @@ class HardSampleMiningPipeline(AccelPipeline):
 
     def get_training_callbacks(self, training_callback_attributes: TrainingCallbackAttributes) -> List[TrainingCallback]:
         callbacks = super().get_training_callbacks(training_callback_attributes)
+        trainer = training_callback_attributes.trainer
+        if trainer is not None:
+            self.steps_per_log = max(trainer.config.logging.steps_per_log, 1)
         if self.config.hard_mining and self.config.print_every > 0:
             callbacks.append(
                 TrainingCallback([TrainingCallbackLocation.AFTER_TRAIN_ITERATION], self._print_mining, update_every_num_iters=self.config.print_every)
@@ -133,58 +158,85 @@ class HardSampleMiningPipeline(AccelPipeline):
         if not self.config.hard_mining:
             return super().get_train_loss_dict(step)
         ray_bundle, batch = self.datamanager.next_train(step)
-        outputs, loss_dict, metrics = self.mined_loss(ray_bundle, batch)
+        printing = self.config.print_every > 0 and step % self.config.print_every == 0
+        outputs, loss_dict, metrics = self.mined_loss(ray_bundle, batch, time_passes=step % self.steps_per_log == 0 or printing)
         self._update_dynamic_num_rays_per_batch(int(metrics["num_samples_per_batch"]))
         self._update_pixel_samplers()
         metrics["num_rays_per_batch"] = torch.tensor(self.datamanager.train_pixel_sampler.num_rays_per_batch)
         return outputs, loss_dict, metrics
 
-    def mined_loss(self, ray_bundle, batch) -> Tuple[Dict[str, Tensor], Dict[str, Tensor], Dict[str, Tensor]]:
+    def mined_loss(
+        self, ray_bundle, batch, time_passes: bool = True
+    ) -> Tuple[Dict[str, Tensor], Dict[str, Tensor], Dict[str, Tensor]]:
         """One mined step on a given batch: ``(outputs, loss_dict, metrics)``. The loss's value is the true
         loss over all ``B`` samples; its gradient reaches the mined field through the hard samples'
-        surrogate only (other modules, e.g. proposal networks, get their usual gradient)."""
+        surrogate only (other modules, e.g. proposal networks, get their usual gradient). ``time_passes``
+        adds the scoring and graph-forward times to the metrics (on CUDA each reading waits for the device).
+
+        A non-finite output gradient (a NaN or inf anywhere in the batch) would make ordinary training's
+        parameter gradients non-finite: the step then draws nothing, leaves tau_hat alone and returns a
+        non-finite loss, which AccelTrainer's guard skips."""
         model = self.model
-        start = self._clock()
+        start = self._clock(time_passes)
         samples, raw_density, raw_color = scoring_forward(model, ray_bundle)
         raw = [raw_density.detach().float().requires_grad_(True), raw_color.detach().float().requires_grad_(True)]
         with torch.enable_grad():
             outputs = model.render(samples, *raw)
             metrics = model.get_metrics_dict(outputs, batch)
             loss_dict = model.get_loss_dict(outputs, batch, metrics)
-            grads = torch.autograd.grad(sum(loss_dict.values()), raw, retain_graph=True, allow_unused=True)
+            total = sum(loss_dict.values())
+            # Other modules (e.g. proposal networks) may learn from the loss graph: keep it for the trainer's
+            # backward only then; otherwise this is the renderer's only backward.
+            keep_graph = reaches_parameters(total, raw)
+            grads = torch.autograd.grad(total, raw, retain_graph=keep_graph, allow_unused=True)
+        if not keep_graph:
+            loss_dict = {name: value.detach() for name, value in loss_dict.items()}
         # per-sample output gradients, flat: (B, 1) for density and (B, 3) for colour
         grads = [(torch.zeros_like(r) if g is None else g).reshape(-1, r.shape[-1]) for r, g in zip(raw, grads)]
         importance = torch.cat(grads, dim=-1).norm(dim=-1)
-        self.batch_sizer.update(importance)
-        hard = draw_hard_samples(importance, self.batch_sizer.hard_batch_size(importance.numel()))
-        scoring_seconds = self._clock() - start
+        finite = bool(torch.isfinite(importance).all())
+        if finite:
+            self.batch_sizer.update(importance)
+            hard = draw_hard_samples(importance, self.batch_sizer.hard_batch_size(importance.numel()))
+        else:
+            hard = torch.zeros(0, dtype=torch.long, device=importance.device)
+        scoring_seconds = self._clock(time_passes) - start
 
-        start = self._clock()
+        start = self._clock(time_passes)
         surrogate = torch.zeros((), device=importance.device)
         if hard.numel() > 0:
             hard_outputs = model.field_raw(samples.subset(hard))
             for hard_raw, grad in zip(hard_outputs, grads):
                 surrogate = surrogate + (hard_raw.reshape(-1, grad.shape[-1]).float() * grad[hard]).sum()
-        graph_seconds = self._clock() - start
+        graph_seconds = self._clock(time_passes) - start
 
         first = next(iter(loss_dict))
         loss_dict[first] = loss_dict[first] + (surrogate - surrogate.detach())  # value: true loss; gradient: surrogate
-        self.last_mining_stats = {
+        if not finite:
+            loss_dict[first] = loss_dict[first] + float("nan")
+        stats = {
             "hard_mining_B": importance.numel(),
             "hard_mining_b": hard.numel(),
             "hard_mining_fraction": hard.numel() / max(importance.numel(), 1),
             "hard_mining_tau_hat": self.batch_sizer.tau_hat,
-            "hard_mining_scoring_ms": 1000 * scoring_seconds,
-            "hard_mining_graph_forward_ms": 1000 * graph_seconds,
         }
-        metrics.update({name: torch.tensor(float(value)) for name, value in self.last_mining_stats.items()})
+        if time_passes:
+            stats.update(hard_mining_scoring_ms=1000 * scoring_seconds, hard_mining_graph_forward_ms=1000 * graph_seconds)
+        self.last_mining_stats = {**self.last_mining_stats, **stats}
+        metrics.update({name: torch.tensor(float(value)) for name, value in stats.items()})
         return outputs, loss_dict, metrics
 
-    def _clock(self) -> float:
-        """Seconds, after the device's queued work is done (pass times on CUDA would be launch times)."""
+    def _clock(self, timed: bool) -> float:
+        """Seconds, after the device's queued work is done (pass times on CUDA would be launch times);
+        0 without waiting when the pass is not ``timed``."""
+        if not timed:
+            return 0.0
+        self._synchronize_device()
+        return time.perf_counter()
+
+    def _synchronize_device(self) -> None:
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
-        return time.perf_counter()
 
 
 def scoring_forward(model, ray_bundle):

@@ -165,9 +165,13 @@ class OccupancySampler(nn.Module):
         options: MarchingOptions,
         near_planes: Optional[Float[Tensor, "n_rays"]] = None,
         far_planes: Optional[Float[Tensor, "n_rays"]] = None,
+        stratified: bool = False,
     ) -> Tuple[Int[Tensor, "n_samples"], Float[Tensor, "n_samples"], Float[Tensor, "n_samples"]]:
         """Packed candidate samples: every step of the lattice whose midpoint lies in an occupied cell,
         between the near and far planes (per-ray planes tighten the global ones).
+
+        ``stratified`` starts each ray's lattice a uniform random fraction of ``render_step_size`` after
+        its near plane (as nerfacc's ``sampling(stratified=True)``), so training sees new points every step.
 
         Returns ``ray_indices (int64), t_starts, t_ends``. Not differentiable.
         """
@@ -178,6 +182,8 @@ class OccupancySampler(nn.Module):
             near = torch.maximum(near, near_planes.reshape(-1))
         if far_planes is not None:
             far = torch.minimum(far, far_planes.reshape(-1))
+        if stratified:
+            near = near + torch.rand_like(near) * options.render_step_size
         origins, directions = origins.float().contiguous(), directions.float().contiguous()
         if self.backend_for(origins.device) == "nerfacc":
             from nerfacc.grid import traverse_grids
@@ -227,10 +233,11 @@ class OccupancySampler(nn.Module):
         density_fn: Optional[DensityFn] = None,
         near_planes: Optional[Float[Tensor, "n_rays"]] = None,
         far_planes: Optional[Float[Tensor, "n_rays"]] = None,
+        stratified: bool = False,
     ) -> Tuple[Int[Tensor, "n_samples"], Float[Tensor, "n_samples"], Float[Tensor, "n_samples"]]:
-        """:meth:`march`, then, when ``density_fn`` (points ``(n, 3)`` to densities ``(n, 1)``) is given,
-        keep the :meth:`visible` samples. Returns ``ray_indices (int64), t_starts, t_ends``."""
-        ray_indices, t_starts, t_ends = self.march(origins, directions, options, near_planes, far_planes)
+        """:meth:`march` (``stratified`` as there), then, when ``density_fn`` (points ``(n, 3)`` to densities
+        ``(n, 1)``) is given, keep the :meth:`visible` samples. Returns ``ray_indices (int64), t_starts, t_ends``."""
+        ray_indices, t_starts, t_ends = self.march(origins, directions, options, near_planes, far_planes, stratified)
         if density_fn is None or t_starts.numel() == 0 or not options.culls:
             return ray_indices, t_starts, t_ends
         origins, directions = origins.float(), directions.float()

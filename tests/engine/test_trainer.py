@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import math
+import os
 import signal
 import subprocess
 import sys
@@ -12,60 +13,10 @@ from pathlib import Path
 
 import pytest
 import torch
-from nerfstudio.data.dataparsers.blender_dataparser import BlenderDataParserConfig
-from nerfstudio.engine.callbacks import TrainingCallbackLocation
 
-from nerfstudio_accel.engine.trainer import AccelTrainer, AccelTrainerConfig, TrainingStopped, resolve_precision
+from accel_test_helpers import assert_same_state, make_trainer, run_steps, snapshot
+from nerfstudio_accel.engine.trainer import TrainingStopped, resolve_precision
 from nerfstudio_accel.methods import accel_ngp
-
-
-def make_trainer(scene: Path, output_dir: Path, setup: bool = True, **trainer_overrides) -> AccelTrainer:
-    """accel-ngp's AccelTrainer on CPU, as ns-train builds it, on a Blender-format scene."""
-    config = copy.deepcopy(accel_ngp.config)
-    assert isinstance(config, AccelTrainerConfig)
-    config.machine.device_type = "cpu"
-    config.vis = "tensorboard"
-    config.output_dir = output_dir
-    config.experiment_name, config.timestamp = "exp", "run"
-    config.pipeline.datamanager.dataparser = BlenderDataParserConfig(data=scene)
-    for key, value in trainer_overrides.items():
-        setattr(config, key, value)
-    trainer = config.setup(local_rank=0, world_size=1)
-    if setup:
-        trainer.setup()
-    return trainer
-
-
-def run_steps(trainer: AccelTrainer, start: int, count: int) -> list:
-    """``count`` training steps with nerfstudio's callbacks; returns the losses."""
-    losses = []
-    for step in range(start, start + count):
-        trainer.pipeline.train()
-        for callback in trainer.callbacks:
-            callback.run_callback_at_location(step, location=TrainingCallbackLocation.BEFORE_TRAIN_ITERATION)
-        loss, _, metrics = trainer.train_iteration(step)
-        for callback in trainer.callbacks:
-            callback.run_callback_at_location(step, location=TrainingCallbackLocation.AFTER_TRAIN_ITERATION)
-        losses.append(float(loss))
-        trainer.last_metrics = metrics
-    return losses
-
-
-def snapshot(trainer: AccelTrainer):
-    """Parameters and optimizer state, cloned."""
-    params = [p.detach().clone() for p in trainer.pipeline.model.parameters()]
-    optimizer_state = copy.deepcopy({name: opt.state_dict() for name, opt in trainer.optimizers.optimizers.items()})
-    return params, optimizer_state
-
-
-def assert_same_state(a, b) -> None:
-    for x, y in zip(a[0], b[0]):
-        assert torch.equal(x, y)
-    for name in a[1]:
-        for key, state in a[1][name]["state"].items():
-            for field, value in state.items():
-                other = b[1][name]["state"][key][field]
-                assert torch.equal(value, other) if torch.is_tensor(value) else value == other
 
 
 @pytest.mark.parametrize(
@@ -220,3 +171,107 @@ def test_sigkill_during_checkpoint_write_keeps_previous_checkpoint(run_cli, tiny
     final = sorted(checkpoints.glob("step-*.ckpt"))
     assert [p.name for p in final] == [f"step-{target - 1:09d}.ckpt"]
     assert torch.load(final[0], map_location="cpu")["step"] == target - 1
+
+
+def test_step_without_gradients_leaves_the_loss_scaler_alone(tiny_scene, tmp_path):
+    """fp16's scaler (simulated by an enabled CPU GradScaler) on a mined step that marches no sample: no
+    parameter gets a gradient, so there is nothing to unscale, and GradScaler.update() would raise
+    "No inf checks were recorded". The step passes, the scale is unchanged, the next real step updates it."""
+    torch.manual_seed(0)
+    trainer = make_trainer(tiny_scene, tmp_path)
+    trainer.use_grad_scaler = True
+    trainer.grad_scaler = torch.amp.GradScaler("cpu", init_scale=1024.0, growth_interval=1)
+    run_steps(trainer, 0, 1)  # with the first grid update
+    scale = trainer.grad_scaler.get_scale()
+    grid = trainer.pipeline.model.sampler.grid
+    occupied = grid.binaries.clone()
+    grid.binaries.zero_()  # every ray misses: B = 0
+    loss, _, metrics = trainer.train_iteration(1)
+    assert float(metrics["hard_mining_B"]) == 0 and math.isfinite(float(loss))
+    assert trainer.grad_scaler.get_scale() == scale and trainer.skipped_steps == 0
+    grid.binaries.copy_(occupied)
+    _, _, metrics = trainer.train_iteration(2)
+    assert float(metrics["hard_mining_b"]) > 0
+    assert trainer.grad_scaler.get_scale() == 2 * scale, "a step with gradients updates the scale (growth_interval 1)"
+
+
+def test_step_whose_loss_has_no_graph_is_not_backpropagated(tiny_scene, tmp_path):
+    """Ordinary training on an empty grid: the field is never called, the loss has no graph, and the
+    trainer takes no optimizer step instead of failing in backward()."""
+    trainer = make_trainer(tiny_scene, tmp_path, pipeline={"hard_mining": False})
+    trainer.pipeline.model.sampler.grid.binaries.zero_()
+    before = snapshot(trainer)
+    loss, _, _ = trainer.train_iteration(0)
+    assert not loss.requires_grad and math.isfinite(float(loss))
+    assert_same_state(before, snapshot(trainer))
+
+
+@pytest.mark.parametrize("saved_with_scaler", [False, True], ids=["fp32-then-fp16", "fp16-then-fp32"])
+def test_resume_under_another_precision(tiny_scene, tmp_path, saved_with_scaler):
+    """A checkpoint saved without loss scaling (fp32, bf16, CPU: an empty scaler state) resumes with fp16's
+    scaler, which starts fresh; one saved with it resumes without. Training goes on in both."""
+    torch.manual_seed(0)
+    first = make_trainer(tiny_scene, tmp_path / "a", setup=False)
+    if saved_with_scaler:
+        first.use_grad_scaler, first.grad_scaler = True, torch.amp.GradScaler("cpu", init_scale=512.0)
+    first.setup()
+    run_steps(first, 0, 2)
+    first.save_checkpoint(1)
+    saved_scaler = torch.load(first.checkpoint_dir / "step-000000001.ckpt", map_location="cpu")["scalers"]
+    assert bool(saved_scaler) == saved_with_scaler
+
+    resumed = make_trainer(tiny_scene, tmp_path / "b", setup=False, load_dir=first.checkpoint_dir)
+    if not saved_with_scaler:
+        resumed.use_grad_scaler, resumed.grad_scaler = True, torch.amp.GradScaler("cpu", init_scale=256.0)
+    resumed.setup()
+    assert resumed._start_step == 2
+    if not saved_with_scaler:
+        assert resumed.grad_scaler.get_scale() == 256.0
+    losses = run_steps(resumed, 2, 2)
+    assert all(math.isfinite(loss) for loss in losses)
+
+
+def test_autocast_runs_on_the_training_device():
+    """bf16 on MPS opens autocast on "mps" (an autocast on "cpu" would leave MPS kernels in fp32 while the
+    log says bf16). Built without set-up, so no MPS device is needed."""
+    config = copy.deepcopy(accel_ngp.config)
+    config.machine.device_type, config.precision = "mps", "bf16"
+    trainer = config.setup(local_rank=0, world_size=1)
+    region = trainer.autocast()
+    assert (region.device, region.fast_dtype, trainer.precision) == ("mps", torch.bfloat16, "bf16")
+
+
+@pytest.mark.parametrize("precision", ["fp32", "bf16"])
+def test_tiny_cuda_nn_keeps_loss_scaling_in_every_precision(precision):
+    """tiny-cuda-nn computes in fp16 whatever the autocast: a run that uses it keeps loss scaling."""
+    config = copy.deepcopy(accel_ngp.config)
+    config.machine.device_type, config.precision = "cpu", precision
+    config.pipeline.model.implementation = "tcnn"
+    trainer = config.setup(local_rank=0, world_size=1)  # the model (which would refuse tcnn on CPU) is not built
+    assert trainer.use_grad_scaler and trainer.grad_scaler.is_enabled() and trainer.precision == precision
+    config.pipeline.model.implementation = "torch"
+    assert not config.setup(local_rank=0, world_size=1).use_grad_scaler
+
+
+def test_checkpoint_folder_is_synced_before_older_checkpoints_go(tiny_scene, tmp_path, monkeypatch):
+    """The rename of a new checkpoint reaches the disk (fsync of its folder) before older ones are deleted."""
+    trainer = make_trainer(tiny_scene, tmp_path, save_only_latest_checkpoint=True)
+    trainer.save_checkpoint(0)
+    events = []
+    real_fsync, real_unlink = os.fsync, Path.unlink
+
+    def fsync(handle):
+        target = os.readlink(f"/proc/self/fd/{handle}")
+        events.append(("fsync", "folder" if os.path.isdir(target) else Path(target).name))
+        return real_fsync(handle)
+
+    def unlink(path, *args, **kwargs):
+        events.append(("unlink", path.name))
+        return real_unlink(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    monkeypatch.setattr(Path, "unlink", unlink)
+    trainer.save_checkpoint(1)
+    assert ("unlink", "step-000000000.ckpt") in events
+    assert ("fsync", "folder") in events
+    assert events.index(("fsync", "folder")) < events.index(("unlink", "step-000000000.ckpt"))

@@ -167,16 +167,121 @@ def test_scoring_forward_reuses_culling_and_matches_the_seams(tiny_scene, tmp_pa
     model.sampler.update(0, model.field.density, model.marching.render_step_size)
     model.sampler.warmed_up.fill_(True)
     ray_bundle, _ = trainer.pipeline.datamanager.next_train(0)
-    with torch.no_grad():
-        marched = model.sampler.march(ray_bundle.origins, ray_bundle.directions, model.marching)[0].numel()
+    with torch.no_grad():  # the same seed before each call: the same stratified jitter
+        torch.manual_seed(1)
+        marched = model.sampler.march(ray_bundle.origins, ray_bundle.directions, model.marching, stratified=True)[0].numel()
+        torch.manual_seed(1)
         expected = model.sample(ray_bundle)
         raw_density, raw_color = model.field_raw(expected)
     head_calls = []
     original_head = model.field.density_head
     model.field.density_head = lambda positions: head_calls.append(positions.shape[0]) or original_head(positions)
+    torch.manual_seed(1)
     samples, scored_density, scored_color = model.sample_and_forward(ray_bundle)
     assert 0 < samples.n_samples < marched, "culling should drop some marched samples here"
     assert torch.equal(samples.ray_indices, expected.ray_indices) and torch.equal(samples.t_starts, expected.t_starts)
     assert torch.allclose(scored_density, raw_density, atol=1e-5) and torch.allclose(scored_color, raw_color, atol=1e-5)
     assert not scored_density.requires_grad and not scored_color.requires_grad
     assert sum(head_calls) == marched, "one density-head pass over the marched candidates, none over survivors"
+
+
+class RefusesEmptyInput(torch.nn.Module):
+    """Wraps a field module the way tiny-cuda-nn behaves: it fails on a batch of no samples."""
+
+    def __init__(self, inner: torch.nn.Module) -> None:
+        super().__init__()
+        self.inner = inner
+
+    def forward(self, values: torch.Tensor) -> torch.Tensor:
+        assert values.shape[0] > 0, "a field kernel was called with no samples"
+        return self.inner(values)
+
+
+def test_field_kernels_are_never_called_without_samples(tiny_scene, tmp_path):
+    """Every ray misses (empty grid): training, hard mining's scoring and evaluation render the background
+    without calling the field's encodings or MLPs on an empty batch."""
+    trainer = make_trainer(tiny_scene, tmp_path, background="white")
+    pipeline, model = trainer.pipeline, trainer.pipeline.model
+    field = model.field
+    for name in ("position_encoding", "density_mlp", "direction_encoding", "color_mlp"):
+        setattr(field, name, RefusesEmptyInput(getattr(field, name)))
+    model.sampler.grid.binaries.zero_()
+    ray_bundle, _ = pipeline.datamanager.next_train(0)
+    _, loss_dict, metrics = pipeline.get_train_loss_dict(0)  # hard mining: scoring forward, no graph pass
+    assert float(metrics["hard_mining_B"]) == 0
+    for training in (True, False):
+        model.train(training)
+        outputs = model.get_outputs(ray_bundle)
+        assert torch.equal(outputs["rgb"], torch.ones_like(outputs["rgb"]))
+
+
+def test_direction_encoding_input_follows_the_encoding_built():
+    """A field asked for tiny-cuda-nn where it does not import gets nerfstudio's torch modules, which take
+    unit directions (tiny-cuda-nn's take them mapped to [0, 1]): its colours equal the torch field's."""
+    from nerfstudio_accel.fields.hash_grid_field import HashGridField
+
+    aabb = torch.tensor([[-1.0, -1.0, -1.0], [1.0, 1.0, 1.0]])
+    torch.manual_seed(0)
+    reference = HashGridField(aabb, num_levels=2, log2_hashmap_size=10, implementation="torch")
+    asked_for_tcnn = HashGridField(aabb, num_levels=2, log2_hashmap_size=10, implementation="tcnn")
+    assert asked_for_tcnn.direction_encoding.tcnn_encoding is None, "tiny-cuda-nn is not installed here"
+    asked_for_tcnn.load_state_dict(reference.state_dict())
+    positions = torch.rand(64, 3) * 2 - 1
+    directions = torch.nn.functional.normalize(torch.randn(64, 3), dim=-1)
+    assert torch.equal(asked_for_tcnn.field_raw(positions, directions)[1], reference.field_raw(positions, directions)[1])
+
+
+def test_training_jitters_sample_positions_and_evaluation_does_not(tiny_scene, tmp_path):
+    """In training each call marches a freshly jittered lattice; in eval mode (ns-eval, the viewer) the same
+    rays give the same samples; --pipeline.model.stratified-sampling False turns the jitter off."""
+    trainer = make_trainer(tiny_scene, tmp_path)
+    model = trainer.pipeline.model
+    ray_bundle, _ = trainer.pipeline.datamanager.next_train(0)
+    model.sampler.grid.binaries.fill_(True)
+
+    def starts() -> torch.Tensor:
+        with torch.no_grad():
+            return model.sample(ray_bundle).t_starts
+
+    model.train()
+    assert not torch.equal(starts(), starts())
+    model.eval()
+    assert torch.equal(starts(), starts())
+    model.train()
+    model.config.stratified_sampling = False
+    assert torch.equal(starts(), starts())
+
+
+def test_rgba_render_takes_the_background_out(tiny_scene, tmp_path):
+    """ns-render's rgba output: alpha is the accumulation, and the colour composited back over the
+    background gives the rendered rgb."""
+    trainer = make_trainer(tiny_scene, tmp_path)
+    model = trainer.pipeline.model
+    with torch.no_grad():
+        model.field.density_mlp.layers[-1].bias[0] -= 2.0  # a thin fog: partly transparent everywhere
+    model.sampler.update(0, model.field.density, model.marching.render_step_size)
+    model.eval()
+    camera = trainer.pipeline.datamanager.eval_dataset.cameras[0:1]
+    outputs = model.get_outputs_for_camera(camera)
+    rgba = model.get_rgba_image(outputs, "rgb")
+    assert rgba.shape == (*outputs["rgb"].shape[:2], 4)
+    alpha = rgba[..., 3:]
+    assert torch.equal(alpha, outputs["accumulation"]) and 0.05 < float(alpha.mean()) < 0.95
+    assert torch.allclose(rgba[..., :3] * alpha + (1 - alpha) * 1.0, outputs["rgb"], atol=1e-5)
+
+
+def test_viewer_background_colour_is_used_outside_training(tiny_scene, tmp_path):
+    """The viewer's and ns-render's background override (nerfstudio's background_color_override_context)
+    colours rays that hit nothing; training keeps its random backgrounds."""
+    from nerfstudio.model_components.renderers import background_color_override_context
+
+    trainer = make_trainer(tiny_scene, tmp_path)
+    model = trainer.pipeline.model
+    model.sampler.grid.binaries.zero_()
+    ray_bundle, _ = trainer.pipeline.datamanager.next_train(0)
+    green = torch.tensor([0.0, 1.0, 0.0])
+    with background_color_override_context(green), torch.no_grad():
+        model.eval()
+        assert torch.equal(model.get_outputs(ray_bundle)["rgb"], green.expand(len(ray_bundle), 3))
+        model.train()
+        assert model.get_outputs(ray_bundle)["rgb"].std(dim=0).min() > 0.05

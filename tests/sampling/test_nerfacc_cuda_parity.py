@@ -1,8 +1,10 @@
 """The nerfacc CUDA backend against the pure-PyTorch twin on identical grids, rays and samples.
 
-Needs a CUDA GPU on which nerfacc's compiled ops load; skipped otherwise. nerfacc accumulates
-the step lattice sequentially in float32 while torch_ops uses its closed form, so a few rays may
-differ by a boundary sample and ``t`` agrees to ~1e-3 rather than bit-exactly.
+Needs a CUDA GPU on which nerfacc's compiled ops load; skipped otherwise (nerfacc 0.5.2 does not compile
+against CUDA 13, whose CUB lost ``cub::Equality``; on the lent H100 these ran with that one call patched
+to ``cuda::std::equal_to<>``, see ``benchmarks/gpu_lego.sh``). nerfacc accumulates the step lattice
+sequentially in float32 while torch_ops uses its closed form, so a few rays differ by a sample at a
+cell face and ``t`` agrees to ~1e-3 rather than bit-exactly.
 """
 
 from __future__ import annotations
@@ -69,36 +71,84 @@ def samples_of_rays(ray_indices: torch.Tensor, values: torch.Tensor, rays: torch
     return values[rays[ray_indices]]
 
 
-@pytest.mark.parametrize("levels, cone_angle", [(1, 0.0), (2, 0.0), (2, 0.004)])
-def test_marching_matches_torch_backend(levels, cone_angle):
-    """Same random grid and rays: per-ray sample counts agree for >= 99% of rays, and their
-    intervals agree to 1e-3."""
+def unmatched_midpoints(ours, theirs, ray: int, tolerance: float = 1e-3) -> torch.Tensor:
+    """Midpoints ``t`` of ``ray`` that one backend samples and the other has no sample within ``tolerance`` of."""
+    mids = [0.5 * (starts + ends)[indices == ray] for indices, starts, ends in (ours, theirs)]
+    lonely = []
+    for mine, other in (mids, mids[::-1]):
+        if other.numel() == 0:
+            lonely.append(mine)
+        else:
+            lonely.append(mine[(mine[:, None] - other[None, :]).abs().min(dim=1).values > tolerance])
+    return torch.cat(lonely)
+
+
+def distance_to_cell_face(points: torch.Tensor, aabbs: torch.Tensor, resolution: int) -> torch.Tensor:
+    """Distance, in cells of the finest level containing each point, to the nearest cell face."""
+    lower, upper = aabbs[:, :3], aabbs[:, 3:]
+    inside = ((points[:, None] >= lower) & (points[:, None] <= upper)).all(dim=-1)
+    level = torch.argmax(inside.to(torch.uint8), dim=-1)
+    cells = (points - lower[level]) / (upper[level] - lower[level]) * resolution
+    return (cells - cells.round()).abs().amin(dim=-1)
+
+
+@pytest.mark.parametrize("stratified", [False, True], ids=["lattice", "stratified"])
+@pytest.mark.parametrize("levels", [1, 2])
+def test_marching_matches_torch_backend(levels, stratified):
+    """Same random grid and rays (and, stratified, the same per-ray jitter from the same seed): the samples
+    agree to 1e-3, except where a midpoint sits within float32 rounding of a cell face. nerfacc accumulates
+    the lattice step by step in float32 (it drifts ~3e-5 over a few hundred steps, measured on an H100);
+    the torch backend computes it in closed form, so the two may disagree on which side of a face such a
+    sample falls (measured: 2-5% of rays on a 30%-occupied random grid, one sample each)."""
     nerfacc_sampler, torch_sampler = sampler_pair(levels)
     generator = torch.Generator().manual_seed(levels)
     binaries = (torch.rand(levels, 32, 32, 32, generator=generator) < 0.3).cuda()
     for sampler in (nerfacc_sampler, torch_sampler):
         sampler.grid.binaries = binaries.clone()
     origins, directions = random_cuda_rays(seed=levels)
-    options = MarchingOptions(render_step_size=0.005, cone_angle=cone_angle, near_plane=0.05)
+    options = MarchingOptions(render_step_size=0.005, near_plane=0.05)
 
-    theirs = nerfacc_sampler.sample(origins, directions, options)
-    ours = torch_sampler.sample(origins, directions, options)
+    torch.manual_seed(levels)
+    theirs = nerfacc_sampler.sample(origins, directions, options, stratified=stratified)
+    torch.manual_seed(levels)
+    ours = torch_sampler.sample(origins, directions, options, stratified=stratified)
     assert nerfacc_sampler.backend_for(origins.device) == "nerfacc"
     assert torch_sampler.backend_for(origins.device) == "torch"
     assert theirs[0].numel() > 10 * N_RAYS
 
+    # rays whose samples differ: other counts, or the same count with some midpoint more than 1e-3 apart
     matching = counts_per_ray(theirs[0]) == counts_per_ray(ours[0])
-    assert matching.float().mean().item() >= MIN_MATCHING_RAY_FRACTION
-    for their_values, our_values in zip(theirs[1:], ours[1:]):
-        torch.testing.assert_close(
-            samples_of_rays(ours[0], our_values, matching), samples_of_rays(theirs[0], their_values, matching),
-            rtol=0, atol=1e-3,
-        )
+    our_mids, their_mids = (0.5 * (samples[1] + samples[2]) for samples in (ours, theirs))
+    apart = (samples_of_rays(ours[0], our_mids, matching) - samples_of_rays(theirs[0], their_mids, matching)).abs() > 1e-3
+    differing = ~matching
+    differing[samples_of_rays(ours[0], ours[0], matching)[apart]] = True
+    assert differing.float().mean().item() <= 0.1
+    for ray in torch.nonzero(differing).reshape(-1).tolist():
+        lonely = unmatched_midpoints(ours, theirs, ray)
+        points = origins[ray] + directions[ray] * lonely[:, None]
+        assert distance_to_cell_face(points, torch_sampler.grid.aabbs, 32).max().item() < 1e-2, f"ray {ray}"
+
+
+@pytest.mark.xfail(strict=True, reason="known difference: nerfacc skips empty cells with the step size it had on "
+                   "entering them, so with cone_angle > 0 its lattice depends on the grid; the torch backend keeps one "
+                   "geometric lattice per ray (docs/benchmarks.md, GPU section)")
+def test_cone_marching_matches_torch_backend():
+    """With a cone angle, sample positions agree once the rays have crossed empty space (they do not yet)."""
+    nerfacc_sampler, torch_sampler = sampler_pair(levels=2)
+    binaries = (torch.rand(2, 32, 32, 32, generator=torch.Generator().manual_seed(2)) < 0.3).cuda()
+    for sampler in (nerfacc_sampler, torch_sampler):
+        sampler.grid.binaries = binaries.clone()
+    origins, directions = random_cuda_rays(seed=2)
+    options = MarchingOptions(render_step_size=0.005, cone_angle=0.004, near_plane=0.05)
+    theirs = nerfacc_sampler.sample(origins, directions, options)
+    ours = torch_sampler.sample(origins, directions, options)
+    assert (counts_per_ray(theirs[0]) == counts_per_ray(ours[0])).float().mean().item() >= 0.9
 
 
 def test_culled_rendering_matches_torch_backend():
-    """A grid fitted to a density, culled sampling and rendering of fixed density/colour functions:
-    rgb and accumulation agree to 1e-3 on rays whose marching agrees (>= 99% of rays)."""
+    """A grid fitted to a density, culled sampling and rendering of fixed density/colour functions: marching
+    agrees on >= 99% of rays, and rgb and accumulation agree to 1e-3 on >= 99% of rays (a sample that
+    changes sides of a cell face, see above, moves a ray's colour a little)."""
     nerfacc_sampler, torch_sampler = sampler_pair(levels=1)
     torch.manual_seed(0)
     for step in range(0, 64, 16):
@@ -121,7 +171,9 @@ def test_culled_rendering_matches_torch_backend():
     theirs, ours = render(nerfacc_sampler, use_nerfacc=True), render(torch_sampler, use_nerfacc=False)
     assert theirs["accumulation"].max().item() > 0.5
     for key in ("rgb", "accumulation"):
-        torch.testing.assert_close(ours[key][marched_alike], theirs[key][marched_alike], rtol=0, atol=1e-3, msg=key)
+        difference = (ours[key] - theirs[key]).abs().amax(dim=-1)
+        assert (difference <= 1e-3).float().mean().item() >= MIN_MATCHING_RAY_FRACTION, key
+        assert difference.mean().item() < 1e-3, key
 
 
 def test_packed_weights_match_nerfacc_cuda():

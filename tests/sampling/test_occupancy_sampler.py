@@ -275,3 +275,29 @@ def test_nerfacc_probe_finds_the_compiled_extension(monkeypatch):
     assert _probe_with_backend_module(monkeypatch, object()) == ""
     reason = _probe_with_backend_module(monkeypatch, None)
     assert reason and "\n" not in reason and "did not build" in reason
+
+
+def test_stratified_marching_shifts_each_ray_lattice_by_under_one_step():
+    """stratified=True starts each ray's lattice a uniform random fraction of a step after the near plane
+    (one shift per ray, new on every call); stratified=False keeps the lattice on the near plane."""
+    sampler = OccupancySampler(torch.tensor([-1.0, -1.0, -1.0, 1.0, 1.0, 1.0]), resolution=16, levels=1, backend="torch")
+    sampler.grid.binaries.fill_(True)
+    generator = torch.Generator().manual_seed(0)
+    origins = torch.tensor([0.0, 0.0, -3.0]).expand(256, 3) + 0.2 * torch.randn(256, 3, generator=generator)
+    directions = torch.nn.functional.normalize(torch.tensor([0.0, 0.0, 1.0]) + 0.1 * torch.randn(256, 3, generator=generator), dim=-1)
+    options = MarchingOptions(render_step_size=0.05, near_plane=0.5)
+
+    def lattice_phase(stratified: bool) -> torch.Tensor:
+        """Per sample: (t_start - near) / step, modulo one step."""
+        ray_indices, t_starts, _ = sampler.march(origins, directions, options, stratified=stratified)
+        steps = (t_starts - options.near_plane) / options.render_step_size
+        return ray_indices, torch.remainder(steps + 1e-4, 1.0) - 1e-4
+
+    ray_indices, phase = lattice_phase(False)
+    assert phase.abs().max() < 1e-3
+    ray_indices, phase = lattice_phase(True)
+    first = torch.zeros(256).index_reduce_(0, ray_indices, phase, "amin", include_self=False)
+    last = torch.zeros(256).index_reduce_(0, ray_indices, phase, "amax", include_self=False)
+    assert (last - first).max() < 1e-3, "one shift per ray"
+    assert 0.2 < float(first.std()) < 0.4 and float(first.min()) >= -1e-4 and float(first.max()) < 1.0
+    assert not torch.equal(lattice_phase(True)[1], lattice_phase(True)[1])

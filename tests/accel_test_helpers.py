@@ -1,0 +1,75 @@
+"""Helpers shared by test modules (``tests/`` is on ``sys.path`` under pytest): an accel-ngp AccelTrainer
+on CPU as ns-train builds it, nerfstudio's training step with its callbacks, and state snapshots."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any, Dict, Optional
+
+import torch
+from nerfstudio.data.dataparsers.blender_dataparser import BlenderDataParserConfig
+from nerfstudio.engine.callbacks import TrainingCallbackLocation
+
+from nerfstudio_accel.engine.trainer import AccelTrainer, AccelTrainerConfig
+from nerfstudio_accel.methods import accel_ngp
+
+
+def make_trainer(
+    scene: Path,
+    output_dir: Path,
+    setup: bool = True,
+    device: str = "cpu",
+    pipeline: Optional[Dict[str, Any]] = None,
+    model: Optional[Dict[str, Any]] = None,
+    **trainer_overrides,
+) -> AccelTrainer:
+    """accel-ngp's AccelTrainer on ``device``, as ns-train builds it, on a Blender-format scene; ``pipeline``
+    and ``model`` override those configs' fields, keyword arguments the trainer config's."""
+    config = copy.deepcopy(accel_ngp.config)
+    assert isinstance(config, AccelTrainerConfig)
+    config.machine.device_type = device
+    config.vis = "tensorboard"
+    config.output_dir = output_dir
+    config.experiment_name, config.timestamp = "exp", "run"
+    config.pipeline.datamanager.dataparser = BlenderDataParserConfig(data=scene)
+    for target, overrides in ((config, trainer_overrides), (config.pipeline, pipeline or {}), (config.pipeline.model, model or {})):
+        for key, value in overrides.items():
+            assert hasattr(target, key), f"{type(target).__name__} has no field {key}"
+            setattr(target, key, value)
+    trainer = config.setup(local_rank=0, world_size=1)
+    if setup:
+        trainer.setup()
+    return trainer
+
+
+def run_steps(trainer: AccelTrainer, start: int, count: int) -> list:
+    """``count`` training steps with nerfstudio's callbacks; returns the losses."""
+    losses = []
+    for step in range(start, start + count):
+        trainer.pipeline.train()
+        for callback in trainer.callbacks:
+            callback.run_callback_at_location(step, location=TrainingCallbackLocation.BEFORE_TRAIN_ITERATION)
+        loss, _, metrics = trainer.train_iteration(step)
+        for callback in trainer.callbacks:
+            callback.run_callback_at_location(step, location=TrainingCallbackLocation.AFTER_TRAIN_ITERATION)
+        losses.append(float(loss))
+        trainer.last_metrics = metrics
+    return losses
+
+
+def snapshot(trainer: AccelTrainer):
+    """Parameters and optimizer state, cloned."""
+    params = [p.detach().clone() for p in trainer.pipeline.model.parameters()]
+    optimizer_state = copy.deepcopy({name: opt.state_dict() for name, opt in trainer.optimizers.optimizers.items()})
+    return params, optimizer_state
+
+
+def assert_same_state(a, b) -> None:
+    for x, y in zip(a[0], b[0]):
+        assert torch.equal(x, y)
+    for name in a[1]:
+        for key, state in a[1][name]["state"].items():
+            for field, value in state.items():
+                other = b[1][name]["state"][key][field]
+                assert torch.equal(value, other) if torch.is_tensor(value) else value == other

@@ -1,0 +1,65 @@
+"""The bench's training loop and measures are fair to every method: an untimed warm-up step, graphs measured
+in the precision the method trains in, and non-finite steps the trainer skips do not end the run."""
+
+from __future__ import annotations
+
+import time
+
+import torch
+
+from accel_test_helpers import make_trainer, run_steps
+from nerfstudio_accel.bench.budget import train_for_budget
+from nerfstudio_accel.bench.memory import training_graph_bytes
+
+NO_EVALUATION = lambda final: {"psnr": 0.0}  # noqa: E731  (the loop is under test, not the scores)
+
+
+def test_first_step_is_an_untimed_warm_up(tiny_scene, tmp_path):
+    """A method whose first step loads its CUDA extensions (simulated: 1.5 s) does not pay for it inside a
+    1 s budget: the warm-up is reported apart and the timed steps still run."""
+    trainer = make_trainer(tiny_scene, tmp_path)
+    train_iteration = trainer.train_iteration
+    calls = []
+
+    def slow_first_step(step):
+        if not calls:
+            time.sleep(1.5)
+        calls.append(step)
+        return train_iteration(step)
+
+    trainer.train_iteration = slow_first_step
+    run = train_for_budget(trainer, budget_seconds=1.0, max_steps=3, evaluate=NO_EVALUATION)
+    assert run.warmup_seconds >= 1.5
+    assert run.steps == 3 and calls == [0, 1, 2, 3] and run.curve[-1]["step"] == 4
+    assert run.train_seconds < run.warmup_seconds + 1.0 * 3
+
+
+def test_graph_bytes_are_measured_in_the_training_precision(tiny_scene, tmp_path):
+    """A bf16 run's graph is measured under its bf16 autocast: the saved activations are bf16 and the graph
+    is smaller than the same step's in fp32."""
+    bytes_by_precision = {}
+    for precision in ("fp32", "bf16"):
+        torch.manual_seed(0)
+        trainer = make_trainer(tiny_scene, tmp_path / precision, precision=precision, pipeline={"min_hard_fraction": 1.0})
+        run_steps(trainer, 0, 1)  # with the first grid update
+        torch.manual_seed(1)
+        bytes_by_precision[precision] = training_graph_bytes(trainer, step=1)
+    assert 0 < bytes_by_precision["bf16"] < 0.8 * bytes_by_precision["fp32"]
+
+
+def test_a_step_the_trainer_skips_does_not_fail_the_run(tiny_scene, tmp_path):
+    """A NaN colour in one step makes its loss NaN: AccelTrainer skips that step, and the bench counts it
+    and trains on instead of failing the method's row."""
+    torch.manual_seed(0)
+    trainer = make_trainer(tiny_scene, tmp_path)
+    poisoned = []
+
+    def poison_once(_module, _inputs, output):
+        if poisoned:
+            return output
+        poisoned.append(True)
+        return torch.full_like(output, float("nan"))
+
+    trainer.pipeline.model.field.color_mlp.register_forward_hook(poison_once)
+    run = train_for_budget(trainer, budget_seconds=300.0, max_steps=4, evaluate=NO_EVALUATION)
+    assert run.steps == 4 and run.skipped_steps == 1 == trainer.skipped_steps

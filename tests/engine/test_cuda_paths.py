@@ -1,0 +1,62 @@
+"""Paths that only a CUDA GPU runs: fp16 loss scaling with hard mining, resume of a CPU checkpoint under
+fp16, and the README's recipe (train with --machine.device-type cpu, ns-eval where CUDA is picked).
+Their CPU simulations live beside the code they test; these run the real thing and skip without a GPU."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+import torch
+
+from accel_test_helpers import make_trainer, run_steps
+
+pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+
+
+def test_fp16_mined_training_survives_an_empty_step(tiny_scene, tmp_path):
+    """accel-ngp on CUDA with --precision auto (fp16 + GradScaler) and hard mining: a step that marches no
+    sample leaves the scale alone, ordinary steps log it, and losses stay finite."""
+    torch.manual_seed(0)
+    trainer = make_trainer(tiny_scene, tmp_path, device="cuda")
+    assert trainer.precision == "fp16" and trainer.grad_scaler.is_enabled()
+    losses = run_steps(trainer, 0, 20)
+    assert all(math.isfinite(loss) for loss in losses)
+    scale = trainer.grad_scaler.get_scale()
+    grid = trainer.pipeline.model.sampler.grid
+    occupied = grid.binaries.clone()
+    grid.binaries.zero_()
+    _, _, metrics = trainer.train_iteration(20)
+    assert float(metrics["hard_mining_B"]) == 0 and trainer.grad_scaler.get_scale() == scale
+    grid.binaries.copy_(occupied)
+    _, _, metrics = trainer.train_iteration(21)
+    assert "loss_scale" in metrics
+
+
+def test_cpu_checkpoint_resumes_under_fp16_on_cuda(tiny_scene, tmp_path):
+    """A CPU run (fp32, no scaler state) resumed on CUDA with fp16, given the CPU run's sizes."""
+    torch.manual_seed(0)
+    first = make_trainer(tiny_scene, tmp_path / "cpu")
+    run_steps(first, 0, 3)
+    first.save_checkpoint(2)
+    cpu_sizes = {"log2_hashmap_size": 17, "grid_resolution": 64}
+    resumed = make_trainer(tiny_scene, tmp_path / "cuda", device="cuda", model=cpu_sizes, load_dir=first.checkpoint_dir)
+    assert resumed._start_step == 3 and resumed.grad_scaler.is_enabled()
+    assert all(math.isfinite(loss) for loss in run_steps(resumed, 3, 3))
+
+
+@pytest.mark.slow
+def test_readme_recipe_cpu_training_then_ns_eval_on_cuda(run_cli, tiny_scene, tmp_path):
+    """ns-train --machine.device-type cpu, then ns-eval, which builds the model on CUDA here."""
+    code, out, err = run_cli(
+        "ns-train", "accel-ngp", "--machine.device-type", "cpu", "--vis", "tensorboard", "--max-num-iterations", "20",
+        "--output-dir", tmp_path, "--experiment-name", "exp", "--timestamp", "run",
+        "blender-data", "--data", tiny_scene, timeout=600,
+    )  # fmt: skip
+    assert code == 0, err[-3000:]
+    eval_json = tmp_path / "eval.json"
+    code, out, err = run_cli("ns-eval", "--load-config", tmp_path / "exp" / "accel-ngp" / "run" / "config.yml",
+                             "--output-path", eval_json, timeout=600)
+    assert code == 0, (out + err)[-3000:]
+    assert math.isfinite(json.loads(eval_json.read_text())["results"]["psnr"])

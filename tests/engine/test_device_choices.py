@@ -1,0 +1,103 @@
+"""Device-dependent choices are resolved into config.yml, so a model trained on one device opens on any other.
+
+nerfstudio writes config.yml before it builds the model, and ``ns-eval``/``ns-viewer``/``ns-render`` pick
+CUDA whenever it exists. A choice left unset in the saved config would be made again from the loading
+device: a CPU-trained accel-ngp would be rebuilt with CUDA's table and grid sizes and fail to load.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+import yaml
+from nerfstudio.data.dataparsers.blender_dataparser import BlenderDataParserConfig
+
+from nerfstudio_accel.engine.trainer import AccelTrainerConfig
+from nerfstudio_accel.methods import accel_nerfacto, accel_ngp
+
+from accel_test_helpers import make_trainer, run_steps
+
+
+def saved_config(method_config: AccelTrainerConfig, device_type: str, tmp_path) -> AccelTrainerConfig:
+    """``method_config`` saved as ``ns-train --machine.device-type DEVICE`` saves it, then read back."""
+    config = copy.deepcopy(method_config)
+    config.machine.device_type = device_type
+    config.output_dir = tmp_path
+    config.experiment_name, config.timestamp = "exp", "run"
+    config.pipeline.datamanager.dataparser = BlenderDataParserConfig(data=tmp_path / "scene")
+    config.save_config()
+    return yaml.load((config.get_base_dir() / "config.yml").read_text(), Loader=yaml.Loader)
+
+
+@pytest.mark.parametrize(
+    "device_type, table, grid, samples, rays, precision",
+    [("cuda", 19, 128, 1 << 18, 1 << 16, "fp16"), ("cpu", 17, 64, 1 << 14, 1 << 12, "fp32"), ("mps", 17, 64, 1 << 14, 1 << 12, "fp32")],
+)
+def test_saved_accel_ngp_config_holds_every_device_choice(tmp_path, device_type, table, grid, samples, rays, precision):
+    """Table size, grid resolution, field implementation, batch sizes and precision are numbers and names in
+    config.yml, chosen from --machine.device-type (tiny-cuda-nn is not installed here: torch)."""
+    loaded = saved_config(accel_ngp.config, device_type, tmp_path)
+    model = loaded.pipeline.model
+    assert (model.log2_hashmap_size, model.grid_resolution, model.implementation) == (table, grid, "torch")
+    assert (loaded.pipeline.target_num_samples, loaded.pipeline.max_num_rays_per_batch) == (samples, rays)
+    assert loaded.precision == precision
+
+
+def test_saved_accel_nerfacto_config_names_its_implementation(tmp_path):
+    loaded = saved_config(accel_nerfacto.config, "cuda", tmp_path)
+    assert loaded.pipeline.model.implementation == "torch"
+    assert loaded.precision == "fp16"
+
+
+def test_fp16_on_cpu_is_refused_in_one_line_before_anything_is_written(tmp_path):
+    config = copy.deepcopy(accel_ngp.config)
+    config.precision = "fp16"
+    with pytest.raises(SystemExit, match=r"^error: --precision fp16 needs a CUDA device") as stopped:
+        saved_config(config, "cpu", tmp_path)
+    assert "\n" not in str(stopped.value)
+    assert not (tmp_path / "exp").exists()
+
+
+def test_cpu_checkpoint_rebuilds_and_loads_where_cuda_is_picked(tiny_scene, tmp_path):
+    """The README's recipe: train with --machine.device-type cpu, then open the run where ns-eval picks CUDA.
+    The model is rebuilt from the saved config as a CUDA pipeline would build it (device="cuda"); its
+    parameters and grid have the checkpoint's shapes and load strictly."""
+    torch.manual_seed(0)
+    trainer = make_trainer(tiny_scene, tmp_path)
+    trainer.config.save_config()
+    run_steps(trainer, 0, 2)
+    trainer.save_checkpoint(1)
+    loaded = yaml.load((trainer.config.get_base_dir() / "config.yml").read_text(), Loader=yaml.Loader)
+    state = torch.load(trainer.checkpoint_dir / "step-000000001.ckpt", map_location="cpu")["pipeline"]
+    model_state = {key[len("_model.") :]: value for key, value in state.items() if key.startswith("_model.")}
+
+    trained = trainer.pipeline.model
+    rebuilt = loaded.pipeline.model.setup(scene_box=trained.scene_box, num_train_data=trained.num_train_data, metadata={}, device="cuda")
+    rebuilt.load_state_dict(model_state, strict=True)
+    assert torch.equal(rebuilt.sampler.grid.binaries, trained.sampler.grid.binaries)
+
+
+def test_tcnn_model_where_tcnn_cannot_run_says_what_to_do(tiny_scene):
+    """A config that names tiny-cuda-nn (its parameters do not load into the torch field) stops in one line
+    on a machine without it, instead of silently building the torch twin."""
+    config = copy.deepcopy(accel_ngp.config.pipeline.model)
+    config.implementation = "tcnn"
+    from nerfstudio.data.scene_box import SceneBox
+
+    with pytest.raises(SystemExit) as stopped:
+        config.setup(scene_box=SceneBox(aabb=torch.tensor([[-1.0] * 3, [1.0] * 3])), num_train_data=1, metadata={}, device="cpu")
+    message = str(stopped.value)
+    assert "\n" not in message and message.startswith("error: this accel-ngp model uses tiny-cuda-nn")
+    assert "--pipeline.model.implementation torch" in message
+
+
+def test_resume_with_other_model_sizes_says_which_in_one_line(tiny_scene, tmp_path):
+    """Resuming a CPU run (2^17 table) with a config of other sizes (say a GPU's 2^19) stops in one line."""
+    first = make_trainer(tiny_scene, tmp_path / "a")
+    first.save_checkpoint(0)
+    with pytest.raises(SystemExit) as stopped:
+        make_trainer(tiny_scene, tmp_path / "b", model={"log2_hashmap_size": 19}, load_dir=first.checkpoint_dir)
+    message = str(stopped.value)
+    assert "\n" not in message and "size mismatch" in message and "--pipeline.model.log2-hashmap-size" in message
