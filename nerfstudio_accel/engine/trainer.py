@@ -74,12 +74,15 @@ class AccelTrainerConfig(TrainerConfig):
 
     def resolve_device_defaults(self) -> None:
         """Resolve every device-dependent choice (``auto`` precision, the pipeline's and model's defaults)
-        for ``machine.device_type``, in place. Raises ``ValueError`` (one line) for a precision the device lacks."""
+        for ``machine.device_type``, in place, and the autocast and loss-scaling switches that follow from
+        them. Raises ``ValueError`` (one line) for a precision the device lacks."""
         device_type = self.machine.device_type
         self.precision = resolve_precision(self.precision, device_type)
         resolve_pipeline = getattr(self.pipeline, "resolve_device_defaults", None)
         if resolve_pipeline is not None:
             resolve_pipeline(device_type)
+        self.mixed_precision = self.precision != "fp32"
+        self.use_grad_scaler = self.precision == "fp16" or uses_tcnn(self.pipeline.model)
 
     def save_config(self) -> None:
         """nerfstudio's config.yml, written after the device-dependent choices are resolved into it."""
@@ -120,10 +123,7 @@ class AccelTrainer(Trainer):
             raise SystemExit(f"error: {error}") from None
         self.precision: Literal["fp32", "fp16", "bf16"] = config.precision  # type: ignore[assignment]
         self.autocast_device = device_type
-        self.mixed_precision = self.precision != "fp32"
-        config.mixed_precision = self.mixed_precision
-        self.use_grad_scaler = self.precision == "fp16" or uses_tcnn(config.pipeline.model)
-        config.use_grad_scaler = self.use_grad_scaler
+        self.mixed_precision, self.use_grad_scaler = config.mixed_precision, config.use_grad_scaler
         self.grad_scaler = torch.amp.GradScaler(device_type, enabled=self.use_grad_scaler)
         self.skipped_steps = 0
         self.consecutive_skips = 0

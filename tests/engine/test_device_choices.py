@@ -43,6 +43,7 @@ def test_saved_accel_ngp_config_holds_every_device_choice(tmp_path, device_type,
     assert (model.log2_hashmap_size, model.grid_resolution, model.implementation) == (table, grid, "torch")
     assert (loaded.pipeline.target_num_samples, loaded.pipeline.max_num_rays_per_batch) == (samples, rays)
     assert loaded.precision == precision
+    assert (loaded.mixed_precision, loaded.use_grad_scaler) == (precision != "fp32", precision == "fp16")
 
 
 def test_saved_accel_nerfacto_config_names_its_implementation(tmp_path):
