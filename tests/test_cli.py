@@ -189,12 +189,13 @@ def test_ns_eval_reports_psnr_and_ssim_without_lpips(run_cli, trained_run) -> No
 
 @pytest.mark.slow
 def test_ns_render_writes_rgba_images(run_cli, trained_run, tmp_path: Path) -> None:
-    """ns-render dataset --rendered-output-names rgba: images with the object's opacity as alpha."""
+    """ns-render dataset --rendered-output-names rgba --image-format png: images with the object's opacity
+    as alpha (ns-render's default format, jpeg, has no alpha channel)."""
     if trained_run["code"] != 0:
         pytest.skip("training failed; see test_ns_train_saves_the_final_checkpoint")
     code, out, err = run_cli("ns-render", "dataset", "--load-config", trained_run["run_dir"] / "config.yml",
                              "--output-path", tmp_path / "renders", "--split", "test",
-                             "--rendered-output-names", "rgba", timeout=300)
+                             "--rendered-output-names", "rgba", "--image-format", "png", timeout=300)
     assert code == 0, (out + err)[-3000:]
     images = sorted((tmp_path / "renders").rglob("*.png"))
     assert len(images) == 2, images  # the tiny scene's two test views

@@ -44,7 +44,8 @@ def test_tiny_budget_bench_writes_results_table_and_plot(tiny_scene: Path, tmp_p
         assert run["status"] == "ok" and (out / run["log"]).is_file()
         assert run["train_seconds"] >= 2.0 and run["steps"] >= 1  # the budget is spent, evaluation aside
         assert [point["step"] for point in run["curve"]] == sorted({point["step"] for point in run["curve"]})
-        assert run["curve"][-1]["step"] == run["steps"] and len(run["curve"]) <= 2
+        assert run["curve"][-1]["step"] == run["steps"] + 1 and len(run["curve"]) <= 2  # + the untimed warm-up step
+        assert run["warmup_seconds"] > 0 and run["skipped_steps"] == 0
         assert run["peak_memory_kind"] == "process_peak_rss" and run["peak_memory_mb"] > 0 and run["graph_mb"] > 0
         assert 0.0 < run["hard_mining_fraction"] <= 1.0 and run["rays_per_second"] > 0 and run["samples_per_step"] > 0
     results = ngp["results"]
