@@ -81,6 +81,9 @@ class AccelTrainerConfig(TrainerConfig):
         resolve_pipeline = getattr(self.pipeline, "resolve_device_defaults", None)
         if resolve_pipeline is not None:
             resolve_pipeline(device_type)
+        check_model = getattr(self.pipeline.model, "check_device", None)
+        if check_model is not None:
+            check_model(device_type)
         self.mixed_precision = self.precision != "fp32"
         self.use_grad_scaler = self.precision == "fp16" or uses_tcnn(self.pipeline.model)
 
@@ -95,7 +98,7 @@ class AccelTrainerConfig(TrainerConfig):
 
 def uses_tcnn(model_config: Any) -> bool:
     """Whether a model config asks for tiny-cuda-nn kernels, which compute in fp16 whatever the autocast."""
-    return getattr(model_config, "implementation", None) == "tcnn"
+    return "tcnn" in (getattr(model_config, "implementation", None), getattr(model_config, "hash_backend", None))
 
 
 def sync_directory(directory: Path) -> None:

@@ -1,6 +1,7 @@
 """HashGridField: an Instant-NGP radiance field that exposes its pre-activation outputs.
 
-Built from nerfstudio's field components (multiresolution ``HashEncoding``, ``SHEncoding``, ``MLP``),
+Built from our multiresolution hash encoding (:mod:`nerfstudio_accel.fields.hash_encoding`: torch reference,
+fused kernels or tiny-cuda-nn over one table layout) and nerfstudio's ``SHEncoding`` and ``MLP``, which run
 on tiny-cuda-nn when it is installed and the field lives on CUDA, pure PyTorch otherwise.
 
 The split ``field_raw`` (pre-activation density and colour) / ``activate`` is the seam hard sample
@@ -14,10 +15,13 @@ from typing import Literal, Tuple
 import torch
 from jaxtyping import Float
 from nerfstudio.field_components.activations import trunc_exp
-from nerfstudio.field_components.encodings import HashEncoding, SHEncoding
+from nerfstudio.field_components.encodings import SHEncoding
 from nerfstudio.field_components.mlp import MLP
 from nerfstudio.utils import external
 from torch import Tensor, nn
+
+from nerfstudio_accel.fields.hash_encoding import MultiresHashEncoding
+from nerfstudio_accel.fields.hash_layout import HashGridLayout
 
 FieldImplementation = Literal["auto", "tcnn", "torch"]
 
@@ -67,8 +71,9 @@ class HashGridField(nn.Module):
         contract: map unbounded space into the grid (inf-norm scene contraction around the box).
         num_levels, min_res, max_res, log2_hashmap_size, features_per_level: hash-grid shape.
         hidden_dim, geo_feat_dim, hidden_dim_color, num_layers_color: MLP sizes.
-        implementation: ``tcnn`` or ``torch`` (see :func:`resolve_implementation`). nerfstudio's
-            modules build their torch versions when tiny-cuda-nn does not import.
+        implementation: MLPs and direction encoding on ``tcnn`` or ``torch`` (see :func:`resolve_implementation`);
+            nerfstudio's modules build their torch versions when tiny-cuda-nn does not import.
+        hash_backend: the position encoding's backend, resolved (``torch``, ``kernel`` or ``tcnn``).
     """
 
     def __init__(
@@ -85,19 +90,14 @@ class HashGridField(nn.Module):
         hidden_dim_color: int = 64,
         num_layers_color: int = 2,
         implementation: Literal["tcnn", "torch"] = "torch",
+        hash_backend: Literal["torch", "kernel", "tcnn"] = "torch",
     ) -> None:
         super().__init__()
         self.register_buffer("aabb", aabb.detach().clone().float())
         self.contract = contract
         self.geo_feat_dim = geo_feat_dim
-        self.position_encoding = HashEncoding(
-            num_levels=num_levels,
-            min_res=min_res,
-            max_res=max_res,
-            log2_hashmap_size=log2_hashmap_size,
-            features_per_level=features_per_level,
-            implementation=implementation,
-        )
+        layout = HashGridLayout.from_resolutions(num_levels, min_res, max_res, log2_hashmap_size, features_per_level)
+        self.position_encoding = MultiresHashEncoding(layout, backend=hash_backend)
         self.density_mlp = MLP(
             in_dim=self.position_encoding.get_out_dim(),
             num_layers=2,

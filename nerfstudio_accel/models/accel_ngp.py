@@ -25,6 +25,7 @@ from nerfstudio.utils import colormaps
 from torch import Tensor
 from torch.nn import Parameter
 
+from nerfstudio_accel.fields.hash_encoding import HashBackend, check_hash_backend, resolve_hash_backend, runnable_hash_backend
 from nerfstudio_accel.fields.hash_grid_field import (
     FieldImplementation,
     HashGridField,
@@ -88,8 +89,12 @@ class AccelNGPModelConfig(ModelConfig):
     hidden_dim: int = 64
     hidden_dim_color: int = 64
     implementation: FieldImplementation = "auto"
-    """Field kernels: tiny-cuda-nn (tcnn) or pure PyTorch (torch); auto: tcnn on CUDA when tiny-cuda-nn
-    imports, else torch. A tcnn checkpoint opens only where tiny-cuda-nn runs."""
+    """MLP and direction-encoding kernels: tiny-cuda-nn (tcnn) or pure PyTorch (torch); auto: tcnn on CUDA
+    when tiny-cuda-nn imports, else torch. A tcnn checkpoint opens only where tiny-cuda-nn runs."""
+    hash_backend: HashBackend = "auto"
+    """Position encoding: fused no-compiler kernels (kernel: numba on CPU, Triton on CUDA), tiny-cuda-nn
+    (tcnn) or the pure-PyTorch reference (torch); auto: tcnn where it runs, else kernel where it runs,
+    else torch. All read one table layout, so checkpoints move between backends and devices."""
 
     def resolve_device_defaults(self, device_type: str) -> None:
         """Fill every unset device-dependent choice for ``device_type`` (``cuda``, ``cpu``, ``mps``) in place,
@@ -100,6 +105,14 @@ class AccelNGPModelConfig(ModelConfig):
         if self.grid_resolution is None:
             self.grid_resolution = 128 if on_cuda else 64
         self.implementation = resolve_implementation(self.implementation, device_type)
+        if self.hash_backend == "auto":
+            self.hash_backend = resolve_hash_backend(self.hash_backend, device_type)
+            logger.info("accel-ngp: hash encoding backend %s on %s (--pipeline.model.hash-backend)", self.hash_backend, device_type)
+
+    def check_device(self, device_type: str) -> None:
+        """Raise ``ValueError`` (one line) for an explicit choice that cannot run on ``device_type``
+        (AccelTrainer calls this before training; a saved model opens anywhere, see ``populate_modules``)."""
+        check_hash_backend(self.hash_backend, device_type)
 
 
 class AccelNGPModel(Model):
@@ -125,6 +138,7 @@ class AccelNGPModel(Model):
             hidden_dim=cfg.hidden_dim,
             hidden_dim_color=cfg.hidden_dim_color,
             implementation=cfg.implementation,
+            hash_backend=runnable_hash_backend(cfg.hash_backend, device.type),
         )
         levels = cfg.grid_levels if cfg.grid_levels is not None else (4 if contract else 1)
         self.sampler = OccupancySampler(aabb.flatten(), resolution=cfg.grid_resolution, levels=levels, backend=cfg.sampler_backend)

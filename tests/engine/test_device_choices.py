@@ -32,15 +32,20 @@ def saved_config(method_config: AccelTrainerConfig, device_type: str, tmp_path) 
 
 
 @pytest.mark.parametrize(
-    "device_type, table, grid, samples, rays, precision",
-    [("cuda", 19, 128, 1 << 18, 1 << 16, "fp16"), ("cpu", 17, 64, 1 << 14, 1 << 12, "fp32"), ("mps", 17, 64, 1 << 14, 1 << 12, "fp32")],
+    "device_type, table, grid, samples, rays, precision, hash_backend",
+    [
+        ("cuda", 19, 128, 1 << 18, 1 << 16, "fp16", None),  # tcnn, kernel or torch: what runs on this machine's GPU
+        ("cpu", 17, 64, 1 << 14, 1 << 12, "fp32", "kernel"),
+        ("mps", 17, 64, 1 << 14, 1 << 12, "fp32", "torch"),
+    ],
 )
-def test_saved_accel_ngp_config_holds_every_device_choice(tmp_path, device_type, table, grid, samples, rays, precision):
-    """Table size, grid resolution, field implementation, batch sizes and precision are numbers and names in
-    config.yml, chosen from --machine.device-type (tiny-cuda-nn is not installed here: torch)."""
+def test_saved_accel_ngp_config_holds_every_device_choice(tmp_path, device_type, table, grid, samples, rays, precision, hash_backend):
+    """Table size, grid resolution, field implementation, hash backend, batch sizes and precision are numbers
+    and names in config.yml, chosen from --machine.device-type (tiny-cuda-nn is not installed here: torch)."""
     loaded = saved_config(accel_ngp.config, device_type, tmp_path)
     model = loaded.pipeline.model
     assert (model.log2_hashmap_size, model.grid_resolution, model.implementation) == (table, grid, "torch")
+    assert model.hash_backend == hash_backend if hash_backend else model.hash_backend in ("tcnn", "kernel", "torch")
     assert (loaded.pipeline.target_num_samples, loaded.pipeline.max_num_rays_per_batch) == (samples, rays)
     assert loaded.precision == precision
     assert (loaded.mixed_precision, loaded.use_grad_scaler) == (precision != "fp32", precision == "fp16")
@@ -57,6 +62,15 @@ def test_fp16_on_cpu_is_refused_in_one_line_before_anything_is_written(tmp_path)
     config.precision = "fp16"
     with pytest.raises(SystemExit, match=r"^error: --precision fp16 needs a CUDA device") as stopped:
         saved_config(config, "cpu", tmp_path)
+    assert "\n" not in str(stopped.value)
+    assert not (tmp_path / "exp").exists()
+
+
+def test_hash_backend_that_cannot_run_is_refused_before_anything_is_written(tmp_path):
+    config = copy.deepcopy(accel_ngp.config)
+    config.pipeline.model.hash_backend = "kernel"
+    with pytest.raises(SystemExit, match=r"^error: --pipeline.model.hash-backend kernel cannot run on mps") as stopped:
+        saved_config(config, "mps", tmp_path)
     assert "\n" not in str(stopped.value)
     assert not (tmp_path / "exp").exists()
 

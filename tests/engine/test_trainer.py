@@ -15,7 +15,7 @@ import pytest
 import torch
 
 from accel_test_helpers import assert_same_state, make_trainer, run_steps, snapshot
-from nerfstudio_accel.engine.trainer import TrainingStopped, resolve_precision
+from nerfstudio_accel.engine.trainer import TrainingStopped, resolve_precision, uses_tcnn
 from nerfstudio_accel.methods import accel_ngp
 
 
@@ -251,6 +251,8 @@ def test_tiny_cuda_nn_keeps_loss_scaling_in_every_precision(precision):
     assert trainer.use_grad_scaler and trainer.grad_scaler.is_enabled() and trainer.precision == precision
     config.pipeline.model.implementation = "torch"
     assert not config.setup(local_rank=0, world_size=1).use_grad_scaler
+    config.pipeline.model.hash_backend = "tcnn"  # tiny-cuda-nn's encoding alone also computes in fp16
+    assert uses_tcnn(config.pipeline.model)
 
 
 def test_checkpoint_folder_is_synced_before_older_checkpoints_go(tiny_scene, tmp_path, monkeypatch):

@@ -1,0 +1,105 @@
+"""The multiresolution hash grid's parameter layout, shared by every encoding backend.
+
+One flat table holds all levels one after another, each level ``entries x features`` in row-major
+order. Level sizes, resolutions and indexing follow tiny-cuda-nn's ``HashGrid`` (linear interpolation),
+so the same table is valid for the pure-torch reference, the fused kernels and tiny-cuda-nn itself:
+
+- level ``l`` has scale ``s_l = base_resolution * per_level_scale**l - 1`` and ``ceil(s_l) + 1`` vertices
+  per axis; a point ``x`` in ``[0, 1]^3`` lies at ``x * s_l + 0.5`` in vertex units;
+- a level holds ``min(round_up_8(resolution**3), 2**log2_hashmap_size)`` entries; levels whose grid fits
+  are indexed densely (``i + j r + k r^2``), finer ones by the spatial hash
+  ``i * 1 ^ j * 2654435761 ^ k * 805459861`` (uint32), both taken modulo the level size.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Tuple
+
+import torch
+from jaxtyping import Float, Int
+from torch import Tensor
+
+HASH_PRIMES = (1, 2654435761, 805459861)
+"""Per-axis multipliers of the spatial hash (XOR-combined, uint32 wrap-around)."""
+
+
+@dataclass(frozen=True)
+class HashGridLayout:
+    """Shape of a multiresolution hash grid (see the module docstring for the indexing rules)."""
+
+    num_levels: int = 16
+    features_per_level: int = 2
+    log2_hashmap_size: int = 19
+    base_resolution: int = 16
+    per_level_scale: float = 2.0
+
+    @classmethod
+    def from_resolutions(
+        cls, num_levels: int, min_res: int, max_res: int, log2_hashmap_size: int, features_per_level: int = 2
+    ) -> "HashGridLayout":
+        """Levels growing geometrically from ``min_res`` to ``max_res`` (nerfstudio's parametrisation)."""
+        growth = math.exp((math.log(max_res) - math.log(min_res)) / (num_levels - 1)) if num_levels > 1 else 1.0
+        return cls(num_levels, features_per_level, log2_hashmap_size, min_res, growth)
+
+    def __post_init__(self) -> None:
+        if self.num_levels < 1 or self.features_per_level < 1:
+            raise ValueError("a hash grid needs at least one level and one feature per level")
+        if not 1 <= self.log2_hashmap_size <= 30:
+            raise ValueError(f"log2_hashmap_size must be in [1, 30], got {self.log2_hashmap_size}")
+
+    def level_scale(self, level: int) -> float:
+        """``s_l``: vertex units per unit of input at ``level`` (float32, as tiny-cuda-nn computes it)."""
+        log2_growth = torch.log2(torch.tensor(self.per_level_scale, dtype=torch.float32))
+        return float(torch.exp2(level * log2_growth) * self.base_resolution - 1.0)
+
+    def level_resolution(self, level: int) -> int:
+        """Vertices per axis at ``level``."""
+        return int(math.ceil(self.level_scale(level))) + 1
+
+    def level_entries(self, level: int) -> int:
+        """Table rows of ``level``: the dense grid rounded up to 8, at most ``2**log2_hashmap_size``."""
+        dense = min(self.level_resolution(level) ** 3, 2**31)
+        return min(-(-dense // 8) * 8, 2**self.log2_hashmap_size)
+
+    def level_is_dense(self, level: int) -> bool:
+        """Whether ``level`` indexes its vertices directly (its whole grid fits in its rows)."""
+        return self.level_resolution(level) ** 3 <= self.level_entries(level)
+
+    @property
+    def level_offsets(self) -> Tuple[int, ...]:
+        """First row of each level, plus the total row count at the end (``num_levels + 1`` values)."""
+        offsets = [0]
+        for level in range(self.num_levels):
+            offsets.append(offsets[-1] + self.level_entries(level))
+        return tuple(offsets)
+
+    @property
+    def num_params(self) -> int:
+        """Length of the flat table: rows x features."""
+        return self.level_offsets[-1] * self.features_per_level
+
+    @property
+    def out_dim(self) -> int:
+        return self.num_levels * self.features_per_level
+
+    def level_tensors(self, device: torch.device) -> "LevelTensors":
+        """Per-level constants as tensors, for the backends."""
+        levels = range(self.num_levels)
+        return LevelTensors(
+            scales=torch.tensor([self.level_scale(level) for level in levels], dtype=torch.float32, device=device),
+            resolutions=torch.tensor([self.level_resolution(level) for level in levels], dtype=torch.int64, device=device),
+            offsets=torch.tensor(self.level_offsets, dtype=torch.int64, device=device),
+            dense=torch.tensor([self.level_is_dense(level) for level in levels], dtype=torch.bool, device=device),
+        )
+
+
+@dataclass(frozen=True)
+class LevelTensors:
+    """Per-level constants: ``scales (L,)`` float32, ``resolutions (L,)``, ``offsets (L+1,)`` int64, ``dense (L,)``."""
+
+    scales: Float[Tensor, "levels"]
+    resolutions: Int[Tensor, "levels"]
+    offsets: Int[Tensor, "levels_plus_1"]
+    dense: Tensor

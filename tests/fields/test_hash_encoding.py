@@ -1,0 +1,277 @@
+"""The hash encoding's backends against the pure-torch reference: values, table and point gradients,
+the table layout, backend choice, and the Triton kernels under ``TRITON_INTERPRET=1`` on CPU tensors."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import torch
+
+from nerfstudio_accel.fields import hash_encoding
+from nerfstudio_accel.fields.hash_encoding import (
+    FusedHashEncoding,
+    MultiresHashEncoding,
+    check_hash_backend,
+    resolve_hash_backend,
+    runnable_hash_backend,
+)
+from nerfstudio_accel.fields.hash_encoding_torch import encode_torch
+from nerfstudio_accel.fields.hash_layout import HashGridLayout
+
+LAYOUTS = {
+    # name: (levels, min_res, max_res, log2_hashmap_size, features)
+    "ngp-16-levels": (16, 16, 2048, 14, 2),
+    "all-dense": (3, 2, 12, 12, 2),
+    "all-hashed": (2, 64, 512, 6, 2),
+    "one-level-4-features": (1, 20, 20, 10, 4),
+    "one-feature": (5, 8, 300, 12, 1),
+}
+
+
+def layout_of(name: str) -> HashGridLayout:
+    return HashGridLayout.from_resolutions(*LAYOUTS[name][:4], features_per_level=LAYOUTS[name][4])
+
+
+def probe_points(count: int, seed: int) -> torch.Tensor:
+    """Random points, the cube's corners, points on its faces, and points outside it."""
+    generator = torch.Generator().manual_seed(seed)
+    inside = torch.rand(count, 3, generator=generator)
+    corners = torch.tensor([[x, y, z] for x in (0.0, 1.0) for y in (0.0, 1.0) for z in (0.0, 1.0)])
+    on_faces = torch.rand(12, 3, generator=generator)
+    on_faces[torch.arange(12), torch.arange(12) % 3] = (torch.arange(12) % 2).float()
+    outside = torch.rand(8, 3, generator=generator) * 3.0 - 1.0
+    return torch.cat([inside, corners, on_faces, outside])
+
+
+def reference_and_fused(layout: HashGridLayout, points: torch.Tensor, seed: int):
+    """(values, table grad, point grad) of the reference and of the fused kernel for one random upstream."""
+    generator = torch.Generator().manual_seed(seed)
+    table = torch.rand(layout.num_params, generator=generator) * 2 - 1
+    upstream = torch.randn(points.shape[0], layout.out_dim, generator=generator)
+    results = []
+    for backend in ("torch", "kernel"):
+        encoding = MultiresHashEncoding(layout, backend)
+        with torch.no_grad():
+            encoding.table.copy_(table)
+        inputs = points.clone().requires_grad_(True)
+        values = encoding(inputs)
+        (values * upstream).sum().backward()
+        results.append((values.detach(), encoding.table.grad, inputs.grad))
+    return results
+
+
+def assert_close_relative(actual: torch.Tensor, expected: torch.Tensor, tolerance: float = 1e-5) -> None:
+    """Equal to ``tolerance`` relative to the largest magnitude (point gradients scale with the resolution)."""
+    scale = max(1.0, float(expected.detach().abs().max()))
+    torch.testing.assert_close(actual, expected, rtol=0.0, atol=tolerance * scale)
+
+
+@pytest.mark.parametrize("name", sorted(LAYOUTS))
+def test_layout_matches_tiny_cuda_nn_rules(name):
+    """Levels are dense while their grid fits, rows are a multiple of 8 capped at 2^log2, in one table."""
+    layout = layout_of(name)
+    offsets = layout.level_offsets
+    for level in range(layout.num_levels):
+        resolution = layout.level_resolution(level)
+        rows = offsets[level + 1] - offsets[level]
+        assert rows % 8 == 0 and rows <= 2**layout.log2_hashmap_size
+        assert layout.level_is_dense(level) == (resolution**3 <= rows)
+        assert resolution == int(torch.tensor(layout.level_scale(level)).ceil()) + 1
+    assert layout.num_params == offsets[-1] * layout.features_per_level
+    assert MultiresHashEncoding(layout).table.shape == (layout.num_params,)
+
+
+def test_layouts_cover_dense_and_hashed_levels():
+    kinds = {name: {layout_of(name).level_is_dense(level) for level in range(layout_of(name).num_levels)} for name in LAYOUTS}
+    assert kinds["all-dense"] == {True} and kinds["all-hashed"] == {False} and kinds["ngp-16-levels"] == {True, False}
+
+
+@pytest.mark.parametrize("name", sorted(LAYOUTS))
+def test_fused_cpu_kernel_matches_reference(name):
+    """Values, table gradient and point gradient of the numba kernels equal the torch reference to 1e-5."""
+    layout = layout_of(name)
+    points = probe_points(2000, seed=1)
+    (ref_values, ref_table, ref_points), (values, table_grad, point_grad) = reference_and_fused(layout, points, seed=2)
+    assert_close_relative(values, ref_values)
+    assert_close_relative(table_grad, ref_table)
+    assert_close_relative(point_grad, ref_points)
+    assert ref_table.abs().sum() > 0 and ref_points.abs().sum() > 0  # the comparison is not of zeros
+
+
+def test_points_outside_the_cube_encode_as_clamped_and_get_no_gradient():
+    layout = layout_of("ngp-16-levels")
+    encoding = MultiresHashEncoding(layout, "kernel")
+    outside = torch.tensor([[-0.5, 0.3, 1.7], [2.0, -1.0, 0.5]], requires_grad=True)
+    values = encoding(outside)
+    torch.testing.assert_close(values, encoding(outside.detach().clamp(0, 1)))
+    values.sum().backward()
+    torch.testing.assert_close(outside.grad[0], torch.tensor([0.0, outside.grad[0, 1].item(), 0.0]))
+    assert outside.grad[0, 1] != 0  # the coordinate inside the cube still has a gradient
+
+
+@pytest.mark.parametrize("backend", ["torch", "kernel"])
+def test_no_points_give_empty_features_and_zero_gradient(backend):
+    layout = layout_of("ngp-16-levels")
+    encoding = MultiresHashEncoding(layout, backend)
+    points = torch.zeros(0, 3, requires_grad=True)
+    values = encoding(points)
+    assert values.shape == (0, layout.out_dim)
+    values.sum().backward()
+    assert encoding.table.grad is not None and not encoding.table.grad.any()
+
+
+def test_table_gradient_without_point_gradient_when_points_need_none():
+    """The fused backward skips the point gradient (a separate kernel) unless the points require it."""
+    layout = layout_of("one-feature")
+    encoding = MultiresHashEncoding(layout, "kernel")
+    points = torch.rand(50, 3)
+    encoding(points).sum().backward()
+    assert points.grad is None and encoding.table.grad.abs().sum() > 0
+
+
+def test_state_dict_moves_between_backends():
+    """One table tensor under one key: a kernel encoding's state loads into a torch one and encodes the same."""
+    layout = layout_of("ngp-16-levels")
+    source = MultiresHashEncoding(layout, "kernel")
+    with torch.no_grad():
+        source.table.uniform_(-1, 1)
+    target = MultiresHashEncoding(layout, "torch")
+    target.load_state_dict(source.state_dict())
+    assert list(source.state_dict()) == ["table"]
+    points = probe_points(500, seed=3)
+    assert_close_relative(target(points), source(points))
+
+
+def test_backend_choice_by_device(monkeypatch):
+    monkeypatch.setattr(hash_encoding, "tcnn_encoding_unavailable_reason", lambda device_type: "no tcnn here")
+    assert resolve_hash_backend("auto", "cpu") == "kernel"
+    assert resolve_hash_backend("auto", "mps") == "torch"
+    assert resolve_hash_backend("torch", "cpu") == "torch"
+    monkeypatch.setattr(hash_encoding, "tcnn_encoding_unavailable_reason", lambda device_type: "")
+    assert resolve_hash_backend("auto", "cuda") == "tcnn"
+    with pytest.raises(ValueError, match="choose auto, torch, kernel or tcnn"):
+        resolve_hash_backend("numba", "cpu")
+
+
+def test_backend_that_cannot_run_is_refused_in_one_line():
+    with pytest.raises(ValueError) as refused:
+        check_hash_backend("kernel", "mps")
+    message = str(refused.value)
+    assert "\n" not in message and message.startswith("--pipeline.model.hash-backend kernel cannot run on mps")
+    check_hash_backend("kernel", "cpu")  # runs here: no error
+    check_hash_backend("torch", "mps")
+
+
+def test_saved_backend_that_cannot_run_falls_back_to_one_that_does(caplog):
+    """A model saved with the kernel backend opens where the kernel cannot run, on the same table."""
+    assert runnable_hash_backend("kernel", "cpu") == "kernel"
+    with caplog.at_level("WARNING"):
+        assert runnable_hash_backend("kernel", "mps") == "torch"
+    assert "hash backend kernel cannot run on mps" in caplog.text
+
+
+def test_kernel_self_check_reports_a_broken_kernel(monkeypatch):
+    """``auto`` only picks the kernel after it ran and agreed with the reference on this device."""
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("compiler exploded\nsecond line")
+
+    monkeypatch.setattr(FusedHashEncoding, "apply", broken)
+    hash_encoding.kernel_unavailable_reason.cache_clear()
+    try:
+        reason = hash_encoding.kernel_unavailable_reason("cpu")
+        assert reason == "its numba kernels failed to run: compiler exploded"
+        monkeypatch.setattr(hash_encoding, "tcnn_encoding_unavailable_reason", lambda device_type: "no tcnn here")
+        assert resolve_hash_backend("auto", "cpu") == "torch"
+    finally:
+        hash_encoding.kernel_unavailable_reason.cache_clear()
+
+
+TRITON_INTERPRETER_CHECK = textwrap.dedent(
+    """
+    import json, os, sys
+    assert os.environ["TRITON_INTERPRET"] == "1"
+    import torch
+    from nerfstudio_accel.fields import hash_encoding_triton as triton_kernels
+    from nerfstudio_accel.fields.hash_encoding_torch import encode_torch
+    from nerfstudio_accel.fields.hash_layout import HashGridLayout
+
+    report = {}
+    for name, (levels, min_res, max_res, log2_size, features) in json.loads(sys.argv[1]).items():
+        layout = HashGridLayout.from_resolutions(levels, min_res, max_res, log2_size, features_per_level=features)
+        generator = torch.Generator().manual_seed(5)
+        points = torch.cat([torch.rand(200, 3, generator=generator), torch.tensor([[0.0, 0.0, 0.0], [1.0, 1.0, 1.0]])])
+        table = torch.rand(layout.num_params, generator=generator) * 2 - 1
+        upstream = torch.randn(points.shape[0], layout.out_dim, generator=generator)
+        reference_points = points.clone().requires_grad_(True)
+        reference_table = table.clone().requires_grad_(True)
+        reference = encode_torch(reference_points, reference_table, layout)
+        (reference * upstream).sum().backward()
+        level_tensors = layout.level_tensors(points.device)
+        rows = table.view(-1, features)
+        values = triton_kernels.encode_forward(points, rows, level_tensors)
+        table_grad, point_grad = triton_kernels.encode_backward(points, rows, upstream, level_tensors, True)
+
+        def error(actual, expected):
+            return float((actual - expected).abs().max() / max(1.0, float(expected.abs().max())))
+
+        report[name] = [
+            error(values, reference.detach()),
+            error(table_grad.view(-1), reference_table.grad),
+            error(point_grad, reference_points.grad),
+        ]
+    print(json.dumps(report))
+    """
+)
+
+
+def test_triton_kernels_match_reference_in_interpreter_mode():
+    """The CUDA kernels' source, run by Triton's interpreter on CPU tensors, agrees with the reference."""
+    pytest.importorskip("triton")
+    layouts = {name: LAYOUTS[name] for name in ("all-dense", "all-hashed", "one-level-4-features")}
+    env = {"TRITON_INTERPRET": "1", "PYTHONWARNINGS": "ignore"}
+    done = subprocess.run(
+        [sys.executable, "-c", TRITON_INTERPRETER_CHECK, json.dumps(layouts)],
+        capture_output=True, text=True, timeout=600, env={**__import__("os").environ, **env},
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = json.loads(done.stdout.strip().splitlines()[-1])
+    assert set(report) == set(layouts)
+    for name, errors in report.items():
+        assert max(errors) <= 1e-5, f"{name}: relative errors (values, table grad, point grad) {errors}"
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.parametrize("name", ["ngp-16-levels", "all-dense", "one-level-4-features"])
+def test_triton_kernel_on_cuda_matches_reference(name):
+    layout = layout_of(name)
+    points = probe_points(4000, seed=7).cuda()
+    generator = torch.Generator().manual_seed(8)
+    table = (torch.rand(layout.num_params, generator=generator) * 2 - 1).cuda()
+    upstream = torch.randn(points.shape[0], layout.out_dim, generator=generator).cuda()
+    outputs = []
+    for backend in ("torch", "kernel"):
+        encoding = MultiresHashEncoding(layout, backend).cuda()
+        with torch.no_grad():
+            encoding.table.copy_(table)
+        inputs = points.clone().requires_grad_(True)
+        values = encoding(inputs)
+        (values * upstream).sum().backward()
+        outputs.append((values.detach(), encoding.table.grad, inputs.grad))
+    for actual, expected in zip(outputs[1], outputs[0]):
+        assert_close_relative(actual, expected, tolerance=1e-4)  # float atomics add in another order
+
+
+@pytest.mark.skipif(bool(hash_encoding.tcnn_encoding_unavailable_reason("cuda")), reason="needs tiny-cuda-nn on CUDA")
+def test_tiny_cuda_nn_reads_the_same_table():
+    """tiny-cuda-nn's HashGrid on our table encodes as the reference does (its layout is ours)."""
+    layout = layout_of("ngp-16-levels")
+    tcnn_encoding = MultiresHashEncoding(layout, "tcnn").cuda()
+    reference = MultiresHashEncoding(layout, "torch").cuda()
+    reference.load_state_dict(tcnn_encoding.state_dict())
+    points = torch.rand(4000, 3, device="cuda")
+    torch.testing.assert_close(tcnn_encoding(points), reference(points), atol=1e-3, rtol=1e-2)  # tcnn computes in fp16
