@@ -36,8 +36,8 @@ def _accel_ngp() -> MethodSpecification:
     from nerfstudio.configs.base_config import ViewerConfig
     from nerfstudio.data.datamanagers.base_datamanager import VanillaDataManagerConfig
     from nerfstudio.data.dataparsers.nerfstudio_dataparser import NerfstudioDataParserConfig
-    from nerfstudio.engine.optimizers import AdamOptimizerConfig
 
+    from nerfstudio_accel.engine.optimizers import FusedAdamOptimizerConfig
     from nerfstudio_accel.engine.schedulers import FloatExponentialDecaySchedulerConfig
     from nerfstudio_accel.engine.trainer import AccelTrainerConfig
     from nerfstudio_accel.models.accel_ngp import AccelNGPModelConfig
@@ -55,7 +55,7 @@ def _accel_ngp() -> MethodSpecification:
         ),
         optimizers={
             "fields": {
-                "optimizer": AdamOptimizerConfig(lr=1e-2, eps=1e-15),
+                "optimizer": FusedAdamOptimizerConfig(lr=1e-2, eps=1e-15),
                 "scheduler": FloatExponentialDecaySchedulerConfig(lr_final=1e-4, max_steps=200000),
             }
         },

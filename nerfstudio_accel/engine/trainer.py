@@ -190,9 +190,11 @@ class AccelTrainer(Trainer):
             metrics_dict["grad_norm"] = torch.nn.utils.clip_grad_norm_(params, self.config.max_grad_norm)
 
     def _finite(self, loss: torch.Tensor, groups: List[str]) -> bool:
-        """Whether the loss and every gradient of the given parameter groups are finite (one device sync)."""
+        """Whether the loss and every gradient of the given parameter groups are finite (one device sync).
+        A sum is non-finite when any term is, and costs one read of each gradient (``isfinite(t).all()``
+        writes a mask the size of the hash table first)."""
         grads = [p.grad for g in groups for p in self.optimizers.parameters[g] if p.grad is not None]
-        return bool(torch.stack([torch.isfinite(t).all() for t in (loss, *grads)]).all())
+        return bool(torch.isfinite(torch.stack([t.sum(dtype=torch.float32) for t in (loss, *grads)])).all())
 
     def _on_skipped_step(self, step: int) -> None:
         last = str(self.last_checkpoint) if self.last_checkpoint is not None else "none saved yet"

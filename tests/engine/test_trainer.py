@@ -54,16 +54,25 @@ def test_bf16_on_cpu_trains_with_fp32_rendering_and_weights(tiny_scene, tmp_path
         assert outputs[key].dtype == torch.float32, key
 
 
-def test_nan_gradient_skips_the_step_and_training_continues(tiny_scene, tmp_path):
-    """A NaN in one gradient: parameters, optimizer state and learning rate are bit-identical after
-    the step, the skip is counted, and the next clean step trains."""
+def poisoned(grad: torch.Tensor, poison: str) -> torch.Tensor:
+    if poison == "nan-everywhere":
+        return torch.full_like(grad, float("nan"))
+    grad = grad.clone()
+    grad.view(-1)[grad.numel() // 2] = float("inf")
+    return grad
+
+
+@pytest.mark.parametrize("poison", ["nan-everywhere", "one-inf-entry"])
+def test_nan_gradient_skips_the_step_and_training_continues(tiny_scene, tmp_path, poison):
+    """A NaN or inf in one gradient (the hash table's): parameters, optimizer state and learning rate are
+    bit-identical after the step, the skip is counted, and the next clean step trains."""
     torch.manual_seed(0)
     trainer = make_trainer(tiny_scene, tmp_path)
     run_steps(trainer, 0, 3)
     before = snapshot(trainer)
     learning_rates = [s.get_last_lr() for s in trainer.optimizers.schedulers.values()]
     param = next(trainer.pipeline.model.field.parameters())
-    hook = param.register_hook(lambda grad: torch.full_like(grad, float("nan")))
+    hook = param.register_hook(lambda grad: poisoned(grad, poison))
     run_steps(trainer, 3, 1)
     hook.remove()
     assert_same_state(before, snapshot(trainer))

@@ -1,0 +1,52 @@
+"""FusedAdamOptimizerConfig: torch's fused Adam where it exists, the same steps and state as plain Adam."""
+
+from __future__ import annotations
+
+import copy
+
+import torch
+
+from nerfstudio_accel.engine.optimizers import FusedAdamOptimizerConfig, fused_adam_supported
+from nerfstudio_accel.methods import accel_ngp
+
+
+def three_steps(optimizer: torch.optim.Optimizer, params, grads) -> None:
+    for grad in grads:
+        for param, g in zip(params, grad):
+            param.grad = g.clone()
+        optimizer.step()
+
+
+def test_accel_ngp_fields_use_fused_adam_on_cpu():
+    config = accel_ngp.config.optimizers["fields"]["optimizer"]
+    assert isinstance(config, FusedAdamOptimizerConfig)
+    optimizer = config.setup([torch.nn.Parameter(torch.zeros(4))])
+    assert optimizer.defaults["fused"] is True
+
+
+def test_fused_steps_and_state_match_plain_adam_and_load_into_each_other():
+    generator = torch.Generator().manual_seed(0)
+    start = [torch.randn(1000, generator=generator), torch.randn(16, 8, generator=generator)]
+    grads = [[torch.randn(p.shape, generator=generator) for p in start] for _ in range(3)]
+    fused_params = [torch.nn.Parameter(p.clone()) for p in start]
+    plain_params = [torch.nn.Parameter(p.clone()) for p in start]
+    fused = FusedAdamOptimizerConfig(lr=1e-2, eps=1e-15).setup(fused_params)
+    plain = FusedAdamOptimizerConfig(lr=1e-2, eps=1e-15, fused=False).setup(plain_params)
+    three_steps(fused, fused_params, grads)
+    three_steps(plain, plain_params, grads)
+    for a, b in zip(fused_params, plain_params):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
+    resumed_params = [torch.nn.Parameter(p.detach().clone()) for p in plain_params]
+    resumed = FusedAdamOptimizerConfig(lr=1e-2, eps=1e-15).setup(resumed_params)
+    resumed.load_state_dict(copy.deepcopy(plain.state_dict()))  # a checkpoint of plain Adam resumes fused
+    assert resumed.param_groups[0]["fused"] is False  # the checkpoint's choice comes back with it
+    three_steps(resumed, resumed_params, grads[:1])
+    three_steps(plain, plain_params, grads[:1])
+    for a, b in zip(resumed_params, plain_params):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
+
+
+def test_fused_only_where_torch_has_the_kernel():
+    assert fused_adam_supported([torch.zeros(2, requires_grad=True)])
+    assert not fused_adam_supported([])
+    assert not fused_adam_supported([torch.zeros(2, dtype=torch.int64)])
