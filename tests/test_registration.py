@@ -9,7 +9,7 @@ import textwrap
 METHOD = "accel-ngp"
 
 MODEL_FLAGS = (
-    "--pipeline.model.sampler-backend {auto,nerfacc,torch}",
+    "--pipeline.model.sampler-backend {auto,nerfacc,kernel,torch}",
     "--pipeline.model.background {random,white,black}",
     "--pipeline.model.alpha-threshold",
     "--pipeline.model.early-stop-eps",

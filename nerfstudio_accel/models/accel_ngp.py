@@ -49,7 +49,8 @@ class AccelNGPModelConfig(ModelConfig):
     """The occupancy grid bounds the rays; no collider needed."""
     collider_params: Optional[Dict[str, float]] = None
     sampler_backend: SamplerBackend = "auto"
-    """Ray marching: nerfacc CUDA ops (nerfacc), pure PyTorch (torch), or nerfacc when it loads (auto)."""
+    """Ray marching: nerfacc CUDA ops (nerfacc), the fused numba marcher on CPU (kernel), the pure-PyTorch
+    reference (torch); auto: nerfacc on CUDA when it loads, kernel on CPU, torch elsewhere."""
     scene_contraction: Literal["auto", "on", "off"] = "auto"
     """Contract unbounded space into the grid. auto: off for blender-data, on for other data."""
     grid_resolution: Optional[int] = None

@@ -5,12 +5,16 @@ grid and its EMA update (plain torch, any device). The backend only decides how 
 marched through it and how the packed visibility scan runs:
 
 - ``nerfacc``: nerfacc's compiled ``traverse_grids`` and packed scans (CUDA tensors only);
-- ``torch``: :mod:`nerfstudio_accel.sampling.torch_ops` (CPU, MPS, CUDA without a compiler);
-- ``auto``: ``nerfacc`` on CUDA when its ops load, else ``torch`` with one warning.
+- ``kernel``: the fused numba marcher (:mod:`nerfstudio_accel.sampling.marching_numba`, CPU tensors)
+  with the torch scans;
+- ``torch``: :mod:`nerfstudio_accel.sampling.torch_ops`, the reference (CPU, MPS, CUDA without a compiler);
+- ``auto``: ``nerfacc`` on CUDA when its ops load (else ``torch`` with one warning), ``kernel`` on CPU
+  where numba imports, ``torch`` elsewhere.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import logging
 from dataclasses import dataclass
 from typing import Callable, Literal, Optional, Tuple
@@ -24,7 +28,8 @@ from nerfstudio_accel.sampling import torch_ops
 
 logger = logging.getLogger(__name__)
 
-SamplerBackend = Literal["auto", "nerfacc", "torch"]
+SamplerBackend = Literal["auto", "nerfacc", "kernel", "torch"]
+ResolvedSamplerBackend = Literal["nerfacc", "kernel", "torch"]
 DensityFn = Callable[[Float[Tensor, "n 3"]], Float[Tensor, "n 1"]]
 
 DENSITY_CHUNK = 1 << 16
@@ -64,22 +69,30 @@ def evaluate_in_chunks(fn: Callable[[Float[Tensor, "n 3"]], Tensor], points: Flo
 
 def check_backend_name(name: str) -> None:
     """Raise ``ValueError`` naming the valid choices for an unknown backend."""
-    if name not in ("auto", "nerfacc", "torch"):
-        raise ValueError(f"unknown sampler backend {name!r}; choose one of auto, nerfacc, torch")
+    if name not in ("auto", "nerfacc", "kernel", "torch"):
+        raise ValueError(f"unknown sampler backend {name!r}; choose one of auto, nerfacc, kernel, torch")
 
 
-def resolve_backend(requested: SamplerBackend, device: torch.device) -> Literal["nerfacc", "torch"]:
+def resolve_backend(requested: SamplerBackend, device: torch.device) -> ResolvedSamplerBackend:
     """Pick the marching backend for ``device``; raises ``ValueError`` when it cannot run there."""
     check_backend_name(requested)
     if requested == "torch":
+        return "torch"
+    if requested == "kernel" or (requested == "auto" and device.type != "cuda"):
+        reason = "" if device.type == "cpu" else f"it marches CPU tensors only (these are on {device.type})"
+        if not reason and importlib.util.find_spec("numba") is None:
+            reason = "numba is not installed (pip install numba)"
+        if not reason:
+            return "kernel"
+        if requested == "kernel":
+            raise ValueError(f"sampler backend 'kernel' cannot run here ({reason}); use --pipeline.model.sampler-backend torch")
         return "torch"
     reason = "tensors are on " + device.type if device.type != "cuda" else nerfacc_ops_unavailable_reason()
     if not reason:
         return "nerfacc"
     if requested == "nerfacc":
         raise ValueError(f"sampler backend 'nerfacc' cannot run here ({reason}); use --pipeline.model.sampler-backend torch")
-    if device.type == "cuda":
-        logger.warning("nerfacc CUDA ops unavailable (%s); using the pure-PyTorch sampler", reason)
+    logger.warning("nerfacc CUDA ops unavailable (%s); using the pure-PyTorch sampler", reason)
     return "torch"
 
 
@@ -111,7 +124,7 @@ class OccupancySampler(nn.Module):
         aabb: base region of interest ``(6,)``; level ``i`` covers it enlarged ``2**i`` times.
         resolution: cells per axis in each level.
         levels: 1 for bounded scenes, more for contracted unbounded ones.
-        backend: ``auto``, ``nerfacc`` or ``torch`` (resolved on first use, per device).
+        backend: ``auto``, ``nerfacc``, ``kernel`` or ``torch`` (resolved on first use, per device).
     """
 
     def __init__(self, aabb: Float[Tensor, "6"], resolution: int = 128, levels: int = 1, backend: SamplerBackend = "auto"):
@@ -122,9 +135,9 @@ class OccupancySampler(nn.Module):
         # their opacities sit just under the threshold's cap, which would cull every sample.
         self.register_buffer("warmed_up", torch.tensor(False))
         self.requested_backend: SamplerBackend = backend
-        self._resolved: dict[str, Literal["nerfacc", "torch"]] = {}
+        self._resolved: dict[str, ResolvedSamplerBackend] = {}
 
-    def backend_for(self, device: torch.device) -> Literal["nerfacc", "torch"]:
+    def backend_for(self, device: torch.device) -> ResolvedSamplerBackend:
         """The marching backend used for rays on ``device``."""
         if device.type not in self._resolved:
             self._resolved[device.type] = resolve_backend(self.requested_backend, device)
@@ -194,7 +207,12 @@ class OccupancySampler(nn.Module):
                 step_size=options.render_step_size, cone_angle=options.cone_angle,
             )
             return samples.ray_indices.long(), intervals.vals[intervals.is_left], intervals.vals[intervals.is_right]
-        return torch_ops.traverse_occupancy_grid(
+        traverse = torch_ops.traverse_occupancy_grid
+        if self.backend_for(origins.device) == "kernel":
+            from nerfstudio_accel.sampling import marching_numba
+
+            traverse = marching_numba.traverse_occupancy_grid
+        return traverse(
             origins, directions, self.grid.binaries, self.grid.aabbs, near, far,
             options.render_step_size, options.cone_angle,
         )

@@ -103,6 +103,26 @@ def grid_cell_of_points(
     return cell_ids, inside
 
 
+def lattice_ranges(
+    origins: Float[Tensor, "n_rays 3"],
+    directions: Float[Tensor, "n_rays 3"],
+    aabbs: Float[Tensor, "n_levels 6"],
+    near_planes: Float[Tensor, "n_rays"],
+    far_planes: Float[Tensor, "n_rays"],
+    step_size: float,
+    cone_angle: float = 0.0,
+) -> Tuple[Float[Tensor, "n_rays"], Float[Tensor, "n_rays"], Float[Tensor, "n_rays"], Int[Tensor, "n_rays"]]:
+    """Per ray, the marching range inside the outermost grid and its lattice steps:
+    ``t_min, t_max``, the first step index ``k_first`` (float) and the number of candidate steps."""
+    t_enter, t_exit, _ = ray_aabb_intersect(origins, directions, aabbs[-1])
+    t_min = torch.maximum(near_planes, t_enter)
+    t_max = torch.minimum(far_planes, t_exit)
+    k_first = _first_step_with_midpoint_after(t_min, near_planes, step_size, cone_angle)
+    k_end = _first_step_with_midpoint_after(torch.maximum(t_max, t_min), near_planes, step_size, cone_angle)
+    counts = torch.where(t_max > t_min, k_end - k_first, torch.zeros_like(k_first)).long()
+    return t_min, t_max, k_first, counts
+
+
 def traverse_occupancy_grid(
     origins: Float[Tensor, "n_rays 3"],
     directions: Float[Tensor, "n_rays 3"],
@@ -127,12 +147,7 @@ def traverse_occupancy_grid(
         Packed samples ``ray_indices (int64), t_starts, t_ends``, sorted by ray then by ``t``.
     """
     device = origins.device
-    t_enter, t_exit, _ = ray_aabb_intersect(origins, directions, aabbs[-1])
-    t_min = torch.maximum(near_planes, t_enter)
-    t_max = torch.minimum(far_planes, t_exit)
-    k_first = _first_step_with_midpoint_after(t_min, near_planes, step_size, cone_angle)
-    k_end = _first_step_with_midpoint_after(torch.maximum(t_max, t_min), near_planes, step_size, cone_angle)
-    counts = torch.where(t_max > t_min, k_end - k_first, torch.zeros_like(k_first)).long()
+    t_min, t_max, k_first, counts = lattice_ranges(origins, directions, aabbs, near_planes, far_planes, step_size, cone_angle)
 
     flat_binaries = binaries.reshape(-1)
     resolution = torch.tensor(binaries.shape[1:], device=device)

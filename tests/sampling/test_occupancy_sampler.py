@@ -75,9 +75,9 @@ def packed_sample_keys(ray_indices: torch.Tensor, t_starts: torch.Tensor) -> lis
 
 def test_unknown_backend_is_rejected_with_the_choices():
     """A misspelt backend fails at construction and names the valid ones."""
-    with pytest.raises(ValueError, match="auto, nerfacc, torch"):
+    with pytest.raises(ValueError, match="auto, nerfacc, kernel, torch"):
         OccupancySampler(AABB, resolution=8, backend="cuda")
-    with pytest.raises(ValueError, match="auto, nerfacc, torch"):
+    with pytest.raises(ValueError, match="auto, nerfacc, kernel, torch"):
         resolve_backend("pytorch", CPU)
 
 
@@ -91,10 +91,13 @@ def test_nerfacc_backend_on_cpu_suggests_the_torch_backend():
         resolve_backend("nerfacc", CPU)
 
 
-def test_auto_backend_resolves_to_torch_on_cpu():
-    """``auto`` (and ``torch``) run the pure-PyTorch marcher on CPU."""
-    assert OccupancySampler(AABB, resolution=8, backend="auto").backend_for(CPU) == "torch"
+def test_auto_backend_resolves_to_the_fused_marcher_on_cpu():
+    """``auto`` runs the numba marcher on CPU, ``torch`` the reference; ``kernel`` refuses other devices."""
+    assert OccupancySampler(AABB, resolution=8, backend="auto").backend_for(CPU) == "kernel"
     assert resolve_backend("torch", CPU) == "torch"
+    assert resolve_backend("auto", torch.device("mps")) == "torch"
+    with pytest.raises(ValueError, match="marches CPU tensors only.*--pipeline.model.sampler-backend torch"):
+        resolve_backend("kernel", torch.device("mps"))
 
 
 # ---------------------------------------------------------------------------------------------
