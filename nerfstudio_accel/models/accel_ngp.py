@@ -86,7 +86,8 @@ class AccelNGPModelConfig(ModelConfig):
     max_res: int = 2048
     """Finest hash-grid resolution."""
     log2_hashmap_size: Optional[int] = None
-    """Entries per hash-grid level, as a power of two; default 19 on CUDA, 17 elsewhere."""
+    """Entries per hash-grid level, as a power of two; default 19 on CUDA, 15 elsewhere (a level's table
+    then fits a CPU core's L2 cache; docs/hash_encoding.md has the measurement)."""
     hidden_dim: int = 64
     hidden_dim_color: int = 64
     implementation: FieldImplementation = "auto"
@@ -102,7 +103,7 @@ class AccelNGPModelConfig(ModelConfig):
         so that the saved config holds numbers and a checkpoint rebuilds the same model on any device."""
         on_cuda = device_type == "cuda"
         if self.log2_hashmap_size is None:
-            self.log2_hashmap_size = 19 if on_cuda else 17
+            self.log2_hashmap_size = 19 if on_cuda else 15
         if self.grid_resolution is None:
             self.grid_resolution = 128 if on_cuda else 64
         self.implementation = resolve_implementation(self.implementation, device_type)

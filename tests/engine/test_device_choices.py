@@ -35,8 +35,8 @@ def saved_config(method_config: AccelTrainerConfig, device_type: str, tmp_path) 
     "device_type, table, grid, samples, rays, precision, hash_backend",
     [
         ("cuda", 19, 128, 1 << 18, 1 << 16, "fp16", None),  # tcnn, kernel or torch: what runs on this machine's GPU
-        ("cpu", 17, 64, 1 << 14, 1 << 12, "fp32", "kernel"),
-        ("mps", 17, 64, 1 << 14, 1 << 12, "fp32", "torch"),
+        ("cpu", 15, 64, 1 << 14, 1 << 12, "fp32", "kernel"),
+        ("mps", 15, 64, 1 << 14, 1 << 12, "fp32", "torch"),
     ],
 )
 def test_saved_accel_ngp_config_holds_every_device_choice(tmp_path, device_type, table, grid, samples, rays, precision, hash_backend):
@@ -109,7 +109,7 @@ def test_tcnn_model_where_tcnn_cannot_run_says_what_to_do(tiny_scene):
 
 
 def test_resume_with_other_model_sizes_says_which_in_one_line(tiny_scene, tmp_path):
-    """Resuming a CPU run (2^17 table) with a config of other sizes (say a GPU's 2^19) stops in one line."""
+    """Resuming a CPU run (2^15 table) with a config of other sizes (say a GPU's 2^19) stops in one line."""
     first = make_trainer(tiny_scene, tmp_path / "a")
     first.save_checkpoint(0)
     with pytest.raises(SystemExit) as stopped:
