@@ -2,8 +2,8 @@
 
 Per step, torch's default CPU Adam loops over parameters with a dozen elementwise passes each; on
 accel-ngp's 4M-entry hash table that is ~30 ms on 2 CPU cores, the fused kernel ~4 ms (measured with
-``torch.optim.Adam(..., fused=True)``, torch 2.14). The optimizer state has the same keys either way,
-so checkpoints resume across the two.
+``torch.optim.Adam(..., fused=True)``, torch 2.14). The optimizer state has the same keys either way;
+``fused`` is part of the saved parameter groups, so a checkpoint resumes with the Adam it was saved with.
 """
 
 from __future__ import annotations
@@ -13,7 +13,6 @@ from typing import Iterable, Optional
 
 import torch
 from nerfstudio.engine.optimizers import AdamOptimizerConfig
-from torch.utils._foreach_utils import _get_fused_kernels_supported_devices
 
 
 @dataclass
@@ -31,6 +30,10 @@ class FusedAdamOptimizerConfig(AdamOptimizerConfig):
 
 def fused_adam_supported(params: Iterable[torch.Tensor]) -> bool:
     """Whether torch's fused Adam takes ``params`` (floating point, on devices with fused kernels)."""
+    try:
+        from torch.utils._foreach_utils import _get_fused_kernels_supported_devices  # private: may move
+    except ImportError:
+        return False
     devices = set(_get_fused_kernels_supported_devices())
     params = list(params)
     return bool(params) and all(p.is_floating_point() and p.device.type in devices for p in params)

@@ -21,9 +21,11 @@ from typing import Any, Dict, Literal, Optional, Tuple
 import torch
 from jaxtyping import Float
 from torch import Tensor, nn
+from torch.autograd.function import once_differentiable
 
 from nerfstudio_accel.fields.hash_encoding_torch import encode_torch
 from nerfstudio_accel.fields.hash_layout import HashGridLayout, LevelTensors
+from nerfstudio_accel.numba_threads import PARALLEL_KERNELS
 
 logger = logging.getLogger(__name__)
 
@@ -35,7 +37,8 @@ INIT_RANGE = 1e-4
 @functools.lru_cache(maxsize=None)
 def kernel_unavailable_reason(device_type: str) -> str:
     """Empty when the fused kernels build and agree with the torch reference on ``device_type`` here,
-    else one line saying why not. Checked once per process on 64 points over a dense and a hashed level."""
+    else one line saying why not. Checked once per process, forward and backward, on 64 points over a
+    dense and a hashed level."""
     if device_type not in ("cpu", "cuda"):
         return f"there is no fused hash-encoding kernel for {device_type} devices"
     if device_type == "cuda" and not torch.cuda.is_available():
@@ -47,12 +50,20 @@ def kernel_unavailable_reason(device_type: str) -> str:
     generator = torch.Generator().manual_seed(0)
     points = torch.rand(64, 3, generator=generator).to(device_type)
     table = (torch.rand(layout.num_params, generator=generator) - 0.5).to(device_type)
-    try:
-        fused = FusedHashEncoding.apply(points, table, layout.level_tensors(points.device), layout.features_per_level)
-    except Exception as error:  # noqa: BLE001 - any build or launch failure means "does not run here"
-        first_line = (str(error).strip().splitlines() or [type(error).__name__])[0]
-        return f"its {module} kernels failed to run: {first_line}"
-    if not torch.allclose(fused, encode_torch(points, table, layout), atol=1e-5):
+    results = []
+    for fused in (True, False):
+        candidate = table.clone().requires_grad_(True)
+        try:
+            if fused:
+                values = FusedHashEncoding.apply(points, candidate, layout.level_tensors(points.device), layout.features_per_level)
+            else:
+                values = encode_torch(points, candidate, layout)
+            values.square().sum().backward()
+        except Exception as error:  # noqa: BLE001 - any build or launch failure means "does not run here"
+            first_line = (str(error).strip().splitlines() or [type(error).__name__])[0]
+            return f"its {module} kernels failed to run: {first_line}"
+        results.append((values.detach(), candidate.grad))
+    if not all(torch.allclose(a, b, atol=1e-5) for a, b in zip(*results)):
         return f"its {module} kernels disagree with the torch reference on this device"
     return ""
 
@@ -121,6 +132,7 @@ class FusedHashEncoding(torch.autograd.Function):
         return _numba_forward(points, rows, levels)
 
     @staticmethod
+    @once_differentiable
     def backward(ctx: Any, grad_out: Float[Tensor, "n out"]) -> Tuple[Optional[Tensor], Optional[Tensor], None, None]:
         points, rows = ctx.saved_tensors
         point_grad = ctx.needs_input_grad[0]
@@ -143,7 +155,7 @@ def _numba_forward(
     num_levels, features = levels.scales.shape[0], rows.shape[1]
     out = torch.empty(points.shape[0], num_levels * features, dtype=torch.float32)
     if points.shape[0]:
-        with numba_level_scheduling():
+        with PARALLEL_KERNELS, numba_level_scheduling():
             compiled = kernels.level_kernels(features)
             compiled.encode_forward(points.numpy(), rows.numpy(), *_numpy_levels(levels), out.numpy())
     return out
@@ -163,7 +175,7 @@ def _numba_backward(
         return grad_rows, grad_points
     compiled = kernels.level_kernels(features)
     arrays = (points.numpy(), rows.numpy(), grad_out.numpy(), *_numpy_levels(levels))
-    with numba_level_scheduling():
+    with PARALLEL_KERNELS, numba_level_scheduling():
         compiled.encode_backward_table(arrays[0], *arrays[2:], grad_rows.numpy())
         if grad_points is not None:
             per_level = torch.empty(num_levels, points.shape[0], 3, dtype=torch.float32)
@@ -188,7 +200,8 @@ def _numpy_levels(levels: LevelTensors) -> Tuple[Any, ...]:
 class MultiresHashEncoding(nn.Module):
     """Points in ``[0, 1]^3`` -> ``(n, levels * features_per_level)`` float32 features (level-major).
 
-    Points outside the unit cube are clamped onto it (their gradient is zero), the same for every backend.
+    Points outside the unit cube are clamped onto it (their gradient is zero) and NaN coordinates read
+    as 0, the same for every backend (a kernel never indexes outside its level).
 
     Args:
         layout: grid shape; the parameter ``table`` has ``layout.num_params`` entries.
@@ -202,13 +215,11 @@ class MultiresHashEncoding(nn.Module):
         self.layout = layout
         self.backend = backend
         self._levels: Dict[torch.device, LevelTensors] = {}
-        self._tcnn: Optional[nn.Module] = None
-        if backend == "tcnn":
-            self._tcnn = self._build_tcnn(layout)
-            self.table = self._tcnn.params  # the same Parameter: load_state_dict and .to() update what tcnn reads
-        else:
-            table = torch.empty(layout.num_params).uniform_(-INIT_RANGE, INIT_RANGE)
-            self.table = nn.Parameter(table)
+        table = torch.empty(layout.num_params).uniform_(-INIT_RANGE, INIT_RANGE)
+        self.table = nn.Parameter(table)
+        # tiny-cuda-nn's module stays outside the module tree (one key, ``table``, in every state dict);
+        # it is handed our table before each call.
+        object.__setattr__(self, "_tcnn", self._build_tcnn(layout) if backend == "tcnn" else None)
 
     @staticmethod
     def _build_tcnn(layout: HashGridLayout) -> nn.Module:
@@ -240,12 +251,22 @@ class MultiresHashEncoding(nn.Module):
             self._levels[device] = self.layout.level_tensors(device)
         return self._levels[device]
 
+    def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs) -> None:  # noqa: ANN001
+        old_keys = [key for key in (prefix + "hash_table", prefix + "tcnn_encoding.params") if key in state_dict]
+        if old_keys:
+            raise SystemExit(
+                f"error: this checkpoint's hash grid ({old_keys[0]}) is in nerfstudio's HashEncoding layout, which "
+                f"accel-ngp no longer uses (docs/hash_encoding.md); retrain it with this version"
+            )
+        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
+
     def forward(self, points: Float[Tensor, "n 3"]) -> Float[Tensor, "n out"]:
-        points = points.float().clamp(0.0, 1.0).contiguous()
+        points = torch.nan_to_num(points.float(), nan=0.0).clamp(0.0, 1.0).contiguous()
         if self.backend == "torch":
             return encode_torch(points, self.table, self.layout)
         if self.backend == "tcnn":
-            assert self._tcnn is not None
-            return self._tcnn(points).float()
+            tcnn_module: Any = self._tcnn
+            tcnn_module.params = self.table
+            return tcnn_module(points).float()
         table = self.table.float()
         return FusedHashEncoding.apply(points, table, self.level_tensors(points.device), self.layout.features_per_level)

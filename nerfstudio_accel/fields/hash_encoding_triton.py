@@ -36,10 +36,11 @@ def _level_cell(x, y, z, scale):
 
 @triton.jit
 def _corner_row(cx, cy, cz, resolution, entries, dense):
-    """Row within the level of vertex ``(cx, cy, cz)``: dense index or spatial hash, modulo the size."""
-    dense_index = cx + cy * resolution + cz * resolution * resolution
-    hashed = cx ^ ((cy * 2654435761) & 0xFFFFFFFF) ^ ((cz * 805459861) & 0xFFFFFFFF)
-    return tl.where(dense != 0, dense_index, hashed) % entries
+    """Row within the level of vertex ``(cx, cy, cz)``: dense index modulo the size, or the spatial hash
+    masked to the size (hashed levels hold a power of two rows; the mask also wraps the uint32 products)."""
+    dense_index = (cx + cy * resolution + cz * resolution * resolution) % entries
+    hashed = (cx ^ (cy * 2654435761) ^ (cz * 805459861)) & (entries - 1)
+    return tl.where(dense != 0, dense_index, hashed)
 
 
 @triton.jit
@@ -62,14 +63,11 @@ def _forward_kernel(
         dense = tl.load(dense_ptr + level)
         gx, gy, gz, fx, fy, fz = _level_cell(x, y, z, scale)
         acc = tl.zeros((BLOCK, FEATURES), dtype=tl.float32)
-        for corner in tl.static_range(8):
-            bx: tl.constexpr = corner & 1
-            by: tl.constexpr = (corner >> 1) & 1
-            bz: tl.constexpr = (corner >> 2) & 1
-            wx = fx if bx else 1.0 - fx
-            wy = fy if by else 1.0 - fy
-            wz = fz if bz else 1.0 - fz
-            row = start + _corner_row(gx + bx, gy + by, gz + bz, resolution, entries, dense)
+        for corner in tl.static_range(8):  # corner bits are compile-time constants: x = bit 0, y = bit 1, z = bit 2
+            wx = fx if corner & 1 else 1.0 - fx
+            wy = fy if corner & 2 else 1.0 - fy
+            wz = fz if corner & 4 else 1.0 - fz
+            row = start + _corner_row(gx + (corner & 1), gy + ((corner >> 1) & 1), gz + (corner >> 2), resolution, entries, dense)
             values = tl.load(table_ptr + row[:, None] * FEATURES + feature[None, :], mask=mask[:, None], other=0.0)
             acc += (wx * wy * wz)[:, None] * values
         column = level * FEATURES + feature
@@ -103,21 +101,18 @@ def _backward_kernel(
             grad_out_ptr + point[:, None] * (NUM_LEVELS * FEATURES) + column[None, :], mask=mask[:, None], other=0.0
         )
         for corner in tl.static_range(8):
-            bx: tl.constexpr = corner & 1
-            by: tl.constexpr = (corner >> 1) & 1
-            bz: tl.constexpr = (corner >> 2) & 1
-            wx = fx if bx else 1.0 - fx
-            wy = fy if by else 1.0 - fy
-            wz = fz if bz else 1.0 - fz
-            row = start + _corner_row(gx + bx, gy + by, gz + bz, resolution, entries, dense)
+            wx = fx if corner & 1 else 1.0 - fx
+            wy = fy if corner & 2 else 1.0 - fy
+            wz = fz if corner & 4 else 1.0 - fz
+            row = start + _corner_row(gx + (corner & 1), gy + ((corner >> 1) & 1), gz + (corner >> 2), resolution, entries, dense)
             address = row[:, None] * FEATURES + feature[None, :]
-            tl.atomic_add(grad_table_ptr + address, (wx * wy * wz)[:, None] * upstream, mask=mask[:, None])
+            tl.atomic_add(grad_table_ptr + address, (wx * wy * wz)[:, None] * upstream, mask=mask[:, None], sem="relaxed")
             if POINT_GRAD:
                 values = tl.load(table_ptr + address, mask=mask[:, None], other=0.0)
                 along = tl.sum(values * upstream, axis=1) * scale
-                dx += along * (wy * wz if bx else -(wy * wz))
-                dy += along * (wx * wz if by else -(wx * wz))
-                dz += along * (wx * wy if bz else -(wx * wy))
+                dx += along * (wy * wz if corner & 1 else -(wy * wz))
+                dy += along * (wx * wz if corner & 2 else -(wx * wz))
+                dz += along * (wx * wy if corner & 4 else -(wx * wy))
     if POINT_GRAD:
         tl.store(grad_points_ptr + point * 3 + 0, dx, mask=mask)
         tl.store(grad_points_ptr + point * 3 + 1, dy, mask=mask)

@@ -5,8 +5,9 @@ every lattice step of every ray as tensors (ray ids, ``t``, points, cell ids) be
 on lego at 100x100 that is ~2M candidates and, once the hash encoding was fused, ~45% of a CPU
 training step. Here each thread walks its rays step by step in registers and writes only the samples
 kept, in two passes (count, then fill at each ray's offset). The per-ray ranges come from the same
-torch code and every per-step value uses the same float32 arithmetic, so both backends give the same
-samples (the parity tests compare them).
+torch code and every per-step value uses the same float32 arithmetic: uniform steps are bit-identical
+to the torch twin's; geometric (cone-angle) steps may differ by an ulp of ``pow``, which can move a
+sample whose midpoint sits exactly on a cell or range boundary (the parity tests compare them).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import torch
 from jaxtyping import Bool, Float, Int
 from torch import Tensor
 
+from nerfstudio_accel.numba_threads import PARALLEL_KERNELS
 from nerfstudio_accel.sampling.torch_ops import lattice_ranges
 
 _HALF = np.float32(0.5)
@@ -112,12 +114,14 @@ def traverse_occupancy_grid(
         counts.contiguous().numpy(), binaries.contiguous().numpy(), aabbs.float().contiguous().numpy(), scalars,
     )  # fmt: skip
     kept = np.zeros(origins.shape[0], dtype=np.int64)
-    _count_kept(*arrays, kept)
+    with PARALLEL_KERNELS:
+        _count_kept(*arrays, kept)
     offsets = np.concatenate([[0], np.cumsum(kept)]).astype(np.int64)
     total = int(offsets[-1])
     ray_indices = torch.empty(total, dtype=torch.int64)
     t_starts = torch.empty(total, dtype=torch.float32)
     t_ends = torch.empty(total, dtype=torch.float32)
     if total:
-        _fill_kept(*arrays, offsets[:-1], ray_indices.numpy(), t_starts.numpy(), t_ends.numpy())
+        with PARALLEL_KERNELS:
+            _fill_kept(*arrays, offsets[:-1], ray_indices.numpy(), t_starts.numpy(), t_ends.numpy())
     return ray_indices, t_starts, t_ends

@@ -38,8 +38,8 @@ def test_fused_steps_and_state_match_plain_adam_and_load_into_each_other():
         torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
     resumed_params = [torch.nn.Parameter(p.detach().clone()) for p in plain_params]
     resumed = FusedAdamOptimizerConfig(lr=1e-2, eps=1e-15).setup(resumed_params)
-    resumed.load_state_dict(copy.deepcopy(plain.state_dict()))  # a checkpoint of plain Adam resumes fused
-    assert resumed.param_groups[0]["fused"] is False  # the checkpoint's choice comes back with it
+    resumed.load_state_dict(copy.deepcopy(plain.state_dict()))  # a checkpoint of plain Adam resumes
+    assert resumed.param_groups[0]["fused"] is False  # ... with plain Adam: the flag is saved state
     three_steps(resumed, resumed_params, grads[:1])
     three_steps(plain, plain_params, grads[:1])
     for a, b in zip(resumed_params, plain_params):

@@ -85,6 +85,18 @@ def test_layout_matches_tiny_cuda_nn_rules(name):
     assert MultiresHashEncoding(layout).table.shape == (layout.num_params,)
 
 
+def test_layout_numbers_worked_out_by_hand_from_tiny_cuda_nn():
+    """16 * 2^l - 1 = 15, 31, 63, 127 -> 16, 32, 64, 128 vertices per axis; rows min(res^3, 2^19):
+    the last level hashes; vertex (1, 1, 1) there lands in row (1 ^ 2654435761 ^ 805459861) mod 2^19."""
+    from nerfstudio_accel.fields.hash_encoding_torch import corner_rows
+
+    layout = HashGridLayout(num_levels=4, features_per_level=2, log2_hashmap_size=19, base_resolution=16, per_level_scale=2.0)
+    assert layout.level_offsets == (0, 4096, 36864, 299008, 823296)
+    assert [layout.level_is_dense(level) for level in range(4)] == [True, True, True, False]
+    assert int(corner_rows(torch.tensor([[[1, 1, 1]]]), layout, 3)) == 339493
+    assert int(corner_rows(torch.tensor([[[3, 2, 1]]]), layout, 1)) == 3 + 2 * 32 + 1 * 32 * 32
+
+
 def test_layouts_cover_dense_and_hashed_levels():
     kinds = {name: {layout_of(name).level_is_dense(level) for level in range(layout_of(name).num_levels)} for name in LAYOUTS}
     assert kinds["all-dense"] == {True} and kinds["all-hashed"] == {False} and kinds["ngp-16-levels"] == {True, False}
@@ -111,6 +123,25 @@ def test_points_outside_the_cube_encode_as_clamped_and_get_no_gradient():
     values.sum().backward()
     torch.testing.assert_close(outside.grad[0], torch.tensor([0.0, outside.grad[0, 1].item(), 0.0]))
     assert outside.grad[0, 1] != 0  # the coordinate inside the cube still has a gradient
+
+
+@pytest.mark.parametrize("backend", ["torch", "kernel"])
+def test_nan_points_encode_as_the_origin_and_stay_inside_the_table(backend):
+    """A NaN coordinate (a diverged sample) reads as 0 in every backend: no row outside its level."""
+    encoding = MultiresHashEncoding(layout_of("ngp-16-levels"), backend)
+    points = torch.tensor([[float("nan"), 0.5, 0.5], [0.0, 0.5, 0.5]], requires_grad=True)
+    values = encoding(points)
+    torch.testing.assert_close(values[0], values[1])
+    values.sum().backward()
+    assert torch.isfinite(encoding.table.grad).all() and torch.isfinite(points.grad).all()
+
+
+def test_checkpoint_in_nerfstudios_old_layout_is_refused_in_one_line():
+    encoding = MultiresHashEncoding(layout_of("all-dense"))
+    with pytest.raises(SystemExit) as refused:
+        encoding.load_state_dict({"hash_table": torch.zeros(10, 2)})
+    message = str(refused.value)
+    assert "\n" not in message and "hash_table" in message and "retrain" in message
 
 
 @pytest.mark.parametrize("backend", ["torch", "kernel"])
@@ -243,6 +274,38 @@ def test_triton_kernels_match_reference_in_interpreter_mode():
     assert set(report) == set(layouts)
     for name, errors in report.items():
         assert max(errors) <= 1e-5, f"{name}: relative errors (values, table grad, point grad) {errors}"
+
+
+POINTER_ARGUMENTS = {"scales_ptr": "*fp32", "resolutions_ptr": "*i64", "offsets_ptr": "*i64", "dense_ptr": "*i32"}
+
+
+@pytest.mark.parametrize("point_grad", [False, True])
+def test_triton_kernels_compile_to_gpu_code_without_a_gpu(point_grad):
+    """Triton's compiler (front end to cubin, for sm_80) accepts the kernels; the interpreter alone
+    would not notice code that only the compiler rejects."""
+    triton = pytest.importorskip("triton")
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    from nerfstudio_accel.fields import hash_encoding_triton as kernels
+
+    constants = {"NUM_LEVELS": 16, "FEATURES": 2, "BLOCK": kernels.BLOCK_POINTS}
+    forward = {"points_ptr": "*fp32", "table_ptr": "*fp32", "out_ptr": "*fp32", "num_points": "i32", **POINTER_ARGUMENTS}
+    backward = {
+        "points_ptr": "*fp32", "table_ptr": "*fp32", "grad_out_ptr": "*fp32", "grad_table_ptr": "*fp32",
+        "grad_points_ptr": "*fp32", "num_points": "i32", **POINTER_ARGUMENTS,
+    }  # fmt: skip
+    sources = [
+        ASTSource(kernels._forward_kernel, {**forward, **{name: "constexpr" for name in constants}}, constants),
+        ASTSource(
+            kernels._backward_kernel,
+            {**backward, **{name: "constexpr" for name in (*constants, "POINT_GRAD")}},
+            {**constants, "POINT_GRAD": point_grad},
+        ),
+    ]
+    for source in sources:
+        compiled = triton.compile(source, target=GPUTarget("cuda", 80, 32))
+        assert compiled.asm["cubin"]
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
