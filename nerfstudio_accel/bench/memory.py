@@ -11,12 +11,14 @@ import torch
 
 
 def saved_tensor_bytes(fn: Callable[[], object]) -> int:
-    """Bytes autograd saves for backward while ``fn`` runs: the training graph's memory, on any device."""
+    """Bytes autograd saves for backward while ``fn`` runs: the training graph's memory, on any device.
+    Parameters saved by reference (a layer's weights, the hash table) exist anyway and are not counted."""
     total = 0
 
     def pack(tensor: torch.Tensor) -> torch.Tensor:
         nonlocal total
-        total += tensor.numel() * tensor.element_size()
+        if not (tensor.is_leaf and tensor.requires_grad):
+            total += tensor.numel() * tensor.element_size()
         return tensor
 
     with torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor):

@@ -123,8 +123,9 @@ class FusedHashEncoding(torch.autograd.Function):
         ctx: Any, points: Float[Tensor, "n 3"], table: Float[Tensor, "params"], levels: LevelTensors, features: int
     ) -> Float[Tensor, "n out"]:
         rows = table.detach().view(-1, features)
-        ctx.save_for_backward(points, rows)
+        ctx.save_for_backward(points, table)  # the parameter itself: the graph holds no copy of the table
         ctx.levels = levels
+        ctx.features = features
         if points.device.type == "cuda":
             from nerfstudio_accel.fields import hash_encoding_triton
 
@@ -134,7 +135,8 @@ class FusedHashEncoding(torch.autograd.Function):
     @staticmethod
     @once_differentiable
     def backward(ctx: Any, grad_out: Float[Tensor, "n out"]) -> Tuple[Optional[Tensor], Optional[Tensor], None, None]:
-        points, rows = ctx.saved_tensors
+        points, table = ctx.saved_tensors
+        rows = table.detach().view(-1, ctx.features)
         point_grad = ctx.needs_input_grad[0]
         grad_out = grad_out.float().contiguous()
         if points.device.type == "cuda":

@@ -1,5 +1,5 @@
-"""accel-ngp with each hash backend: checkpoints move between backends, and the fused kernel learns as
-the torch reference does (same steps, same seed). How much faster it learns is a benchmark, not a test:
+"""accel-ngp with each hash backend: checkpoints move between backends, and in the CPU time the torch
+reference spends on a run the fused kernel reaches its PSNR. By how much is a benchmark, not a test:
 ``benchmarks/hash_encoding.py`` and ``ns-accel-bench`` (docs/hash_encoding.md)."""
 
 from __future__ import annotations
@@ -15,7 +15,6 @@ from nerfstudio_accel.data.scenes import SceneSpec, generate_scene
 from accel_test_helpers import make_trainer, run_steps
 
 PARITY_STEPS = 150
-MAX_PSNR_GAP_DB = 0.5
 
 
 @pytest.mark.parametrize("saved_with, opened_with", [("kernel", "torch"), ("torch", "kernel")])
@@ -44,15 +43,19 @@ def parity_scene(tmp_path_factory):
 
 
 @pytest.mark.slow
-def test_kernel_backend_learns_like_the_torch_reference(parity_scene, tmp_path):
-    """Same seed and steps: the fused kernel's test PSNR is within 0.5 dB of the reference's."""
-    results = {}
+def test_kernel_backend_reaches_the_torch_psnr_in_the_torch_run_time(parity_scene, tmp_path):
+    """The torch reference trains 150 steps; the fused kernel, from the same seed, trains for the CPU
+    time those steps took and must reach at least the reference's test PSNR. (The time is an input,
+    never asserted: a slower kernel simply trains fewer steps and fails on PSNR.)"""
+    runs = {}
     for backend in ("torch", "kernel"):
         torch.manual_seed(0)
         trainer = make_trainer(parity_scene, tmp_path / backend, model={"hash_backend": backend})
-        started = time.process_time()
-        run = train_for_budget(trainer, 3600.0, max_steps=PARITY_STEPS)
-        results[backend] = (run.curve[-1]["psnr"], time.process_time() - started)
-    print("hash backends, PSNR and CPU seconds:", results)  # seconds are reported, never asserted
-    assert results["torch"][0] > 18.0  # the reference learnt the scene at all
-    assert results["kernel"][0] >= results["torch"][0] - MAX_PSNR_GAP_DB
+        if backend == "torch":
+            runs[backend] = train_for_budget(trainer, 3600.0, max_steps=PARITY_STEPS, clock=time.process_time)
+        else:
+            runs[backend] = train_for_budget(trainer, runs["torch"].train_seconds, clock=time.process_time)
+    summary = {name: (run.steps, round(run.train_seconds, 1), round(run.curve[-1]["psnr"], 2)) for name, run in runs.items()}
+    print("hash backends (steps, CPU seconds, PSNR):", summary)
+    assert runs["torch"].curve[-1]["psnr"] > 18.0  # the reference learnt the scene at all
+    assert runs["kernel"].curve[-1]["psnr"] >= runs["torch"].curve[-1]["psnr"]
