@@ -19,7 +19,6 @@ from nerfstudio_accel.fields.hash_encoding import (
     resolve_hash_backend,
     runnable_hash_backend,
 )
-from nerfstudio_accel.fields.hash_encoding_torch import encode_torch
 from nerfstudio_accel.fields.hash_layout import HashGridLayout
 
 LAYOUTS = {
