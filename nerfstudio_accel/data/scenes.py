@@ -12,6 +12,7 @@ tan(0.5 * camera_angle_x), principal point (W / 2, H / 2), pixel (row v, col u)
 centred at (u + 0.5, v + 0.5), camera looking down its local -Z with +Y up.
 The output directory holds ``transforms_{train,val,test}.json`` and RGBA PNGs
 ``{train,val,test}/r_{i}.png`` with a transparent background.
+With ``--unbounded`` the CLI writes unbounded_scene.py's capture-like nerfstudio-data scene instead.
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ Texture = Callable[[np.ndarray], np.ndarray]
 class SceneSpec:
     """What to generate: view counts, image size and camera orbit.
 
-    resolution: image width = height in pixels, >= 8.
+    resolution: image width = height in pixels, >= 8 (subclasses may override ``height``).
     supersample: sub-pixel rays per axis, >= 1 (s * s rays averaged per pixel).
     seed: varies primitive colours and positions slightly.
     camera_distance: orbit radius in scene units, > OBJECT_BOUND * sqrt(3).
@@ -75,8 +76,13 @@ class SceneSpec:
             raise ValueError(f"camera_angle_x must be in (0, pi) radians, got {self.camera_angle_x}")
 
     @property
+    def height(self) -> int:
+        """Image height in pixels; the width is ``resolution``."""
+        return self.resolution
+
+    @property
     def focal(self) -> float:
-        """Focal length in pixels, identical to nerfstudio's Blender parser."""
+        """Focal length in pixels (square pixels), identical to nerfstudio's Blender parser."""
         return 0.5 * self.resolution / float(np.tan(0.5 * self.camera_angle_x))
 
 
@@ -291,14 +297,16 @@ def shade(primitives: list[Primitive], points: np.ndarray, hit_primitive: np.nda
 def pixel_ray_directions(spec: SceneSpec) -> np.ndarray:
     """Camera-space sub-pixel ray directions (not normalised), OpenGL convention.
 
-    Returns (resolution * supersample, resolution * supersample, 3); sub-ray (j, i)
-    samples pixel (row j // s, col i // s) at offset ((i % s + 0.5) / s, (j % s + 0.5) / s).
+    Returns (height * supersample, resolution * supersample, 3); sub-ray (j, i) samples
+    pixel (row j // s, col i // s) at offset ((i % s + 0.5) / s, (j % s + 0.5) / s).
+    The principal point is the image centre (resolution / 2, height / 2).
     """
-    size, samples = spec.resolution, spec.supersample
-    sub_coords = (np.arange(size * samples) + 0.5) / samples
-    u, v = np.meshgrid(sub_coords, sub_coords, indexing="xy")
-    center = 0.5 * size
-    return np.stack([(u - center) / spec.focal, -(v - center) / spec.focal, -np.ones_like(u)], axis=-1)
+    samples = spec.supersample
+    u_coords = (np.arange(spec.resolution * samples) + 0.5) / samples
+    v_coords = (np.arange(spec.height * samples) + 0.5) / samples
+    u, v = np.meshgrid(u_coords, v_coords, indexing="xy")
+    center_u, center_v = 0.5 * spec.resolution, 0.5 * spec.height
+    return np.stack([(u - center_u) / spec.focal, -(v - center_v) / spec.focal, -np.ones_like(u)], axis=-1)
 
 
 def render_view(primitives: list[Primitive], camera_to_world: np.ndarray, spec: SceneSpec) -> np.ndarray:
@@ -409,17 +417,25 @@ def generate_scene(out_dir: Path, spec: SceneSpec = SceneSpec()) -> Path:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """CLI: ns-accel-scene OUT_DIR [--num-train N] [--num-val N] [--num-test N]
+    """CLI: ns-accel-scene OUT_DIR [--unbounded] [--num-train N] [--num-val N] [--num-test N]
     [--resolution PX] [--supersample S] [--seed S] [--force]. Returns the exit code."""
-    defaults = SceneSpec()
-    parser = argparse.ArgumentParser(prog="ns-accel-scene", description=__doc__.splitlines()[0])
+    from nerfstudio_accel.data.unbounded_scene import UnboundedSceneSpec, generate_unbounded_scene
+
+    description = f"{__doc__.splitlines()[0]} With --unbounded: a capture-like scene in nerfstudio-data format."
+    parser = argparse.ArgumentParser(prog="ns-accel-scene", description=description)
     parser.add_argument("out_dir", type=Path, metavar="OUT_DIR", help="folder to write the scene into")
-    parser.add_argument("--num-train", type=int, default=defaults.num_train, help="training views")
-    parser.add_argument("--num-val", type=int, default=defaults.num_val, help="validation views")
-    parser.add_argument("--num-test", type=int, default=defaults.num_test, help="test views")
-    parser.add_argument("--resolution", type=int, default=defaults.resolution, help="image width = height (pixels)")
-    parser.add_argument("--supersample", type=int, default=defaults.supersample, help="anti-aliasing rays per axis")
-    parser.add_argument("--seed", type=int, default=defaults.seed, help="varies colours and positions")
+    parser.add_argument("--unbounded", action="store_true",
+                        help="instead: the object on an endless textured ground inside a far backdrop, seen from a "
+                             "240-degree arc, in nerfstudio-data format (transforms.json, images/, 4:3 RGB)")
+    parser.add_argument("--num-train", type=int, help=f"training views (default {SceneSpec.num_train})")
+    parser.add_argument("--num-val", type=int, help=f"validation views (default {SceneSpec.num_val})")
+    parser.add_argument("--num-test", type=int, help=f"test views (default {SceneSpec.num_test})")
+    parser.add_argument("--resolution", type=int,
+                        help=f"image width in pixels; height = width, or 3/4 of it with --unbounded "
+                             f"(default {SceneSpec.resolution}, --unbounded {UnboundedSceneSpec.resolution})")
+    parser.add_argument("--supersample", type=int,
+                        help=f"anti-aliasing rays per axis (default {SceneSpec.supersample})")
+    parser.add_argument("--seed", type=int, help=f"varies colours and positions (default {SceneSpec.seed})")
     parser.add_argument("--force", action="store_true", help="write into OUT_DIR even if it is not empty")
     args = parser.parse_args(argv)
 
@@ -430,19 +446,21 @@ def main(argv: list[str] | None = None) -> int:
     if out_dir.is_dir() and any(out_dir.iterdir()) and not args.force:
         print(f"error: OUT_DIR {out_dir} is not empty; pass --force to overwrite", file=sys.stderr)
         return 2
+    spec_type, generate = (UnboundedSceneSpec, generate_unbounded_scene) if args.unbounded \
+        else (SceneSpec, generate_scene)
+    names = ("num_train", "num_val", "num_test", "resolution", "supersample", "seed")
     try:
-        spec = SceneSpec(num_train=args.num_train, num_val=args.num_val, num_test=args.num_test,
-                         resolution=args.resolution, supersample=args.supersample, seed=args.seed)
+        spec = spec_type(**{name: getattr(args, name) for name in names if getattr(args, name) is not None})
     except ValueError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
 
     start = time.perf_counter()
-    generate_scene(out_dir, spec)
+    generate(out_dir, spec)
     seconds = time.perf_counter() - start
     views = spec.num_train + spec.num_val + spec.num_test
     print(f"wrote {views} views ({spec.num_train} train / {spec.num_val} val / {spec.num_test} test) "
-          f"at {spec.resolution}x{spec.resolution} to {out_dir} in {seconds:.2f} s")
+          f"at {spec.resolution}x{spec.height} to {out_dir} in {seconds:.2f} s")
     return 0
 
 
