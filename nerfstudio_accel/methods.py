@@ -57,7 +57,11 @@ def _accel_ngp() -> MethodSpecification:
             "fields": {
                 "optimizer": FusedAdamOptimizerConfig(lr=1e-2, eps=1e-15),
                 "scheduler": FloatExponentialDecaySchedulerConfig(lr_final=1e-4, max_steps=200000),
-            }
+            },
+            "camera_opt": {  # used with --pipeline.model.camera-optimizer.mode SO3xR3
+                "optimizer": FusedAdamOptimizerConfig(lr=1e-3, eps=1e-15),
+                "scheduler": FloatExponentialDecaySchedulerConfig(lr_final=1e-4, max_steps=5000),
+            },
         },
         viewer=ViewerConfig(num_rays_per_chunk=1 << 12),
         vis="viewer",

@@ -10,10 +10,10 @@ mining uses: it scores samples by the loss gradient w.r.t. the raw outputs.
 
 from __future__ import annotations
 
-from typing import Literal, Tuple
+from typing import Literal, Optional, Tuple
 
 import torch
-from jaxtyping import Float
+from jaxtyping import Float, Int
 from nerfstudio.field_components.activations import trunc_exp
 from nerfstudio.field_components.encodings import SHEncoding
 from nerfstudio.field_components.mlp import MLP
@@ -63,6 +63,19 @@ def check_implementation(implementation: str, device_type: str, method: str) -> 
         )
 
 
+def grid_coordinates(positions: Float[Tensor, "n 3"], aabb: Float[Tensor, "2 3"], contract: bool) -> Float[Tensor, "n 3"]:
+    """World positions to hash-grid coordinates in ``[0, 1]^3``. ``contract``: the box maps to the central
+    ``[1/4, 3/4]^3`` and everything outside it into the shell around, by inf-norm scene contraction
+    (``x -> (2 - 1/|x|) x/|x|`` for ``|x| > 1`` in box units); otherwise positions are clamped to the box."""
+    lower, upper = aabb[0], aabb[1]
+    if contract:
+        centered = (positions - 0.5 * (lower + upper)) / (0.5 * (upper - lower))  # box -> [-1, 1]^3
+        magnitude = centered.abs().amax(dim=-1, keepdim=True).clamp(min=1e-6)
+        contracted = torch.where(magnitude < 1, centered, (2 - 1 / magnitude) * (centered / magnitude))
+        return (contracted + 2.0) / 4.0
+    return ((positions - lower) / (upper - lower)).clamp(0.0, 1.0)
+
+
 class HashGridField(nn.Module):
     """Density from a hash grid + small MLP; view-dependent colour from SH-encoded directions.
 
@@ -74,6 +87,9 @@ class HashGridField(nn.Module):
         implementation: MLPs and direction encoding on ``tcnn`` or ``torch`` (see :func:`resolve_implementation`);
             nerfstudio's modules build their torch versions when tiny-cuda-nn does not import.
         hash_backend: the position encoding's backend, resolved (``torch``, ``kernel`` or ``tcnn``).
+        num_images, appearance_dim: a learned ``appearance_dim``-vector per training image, fed to the colour
+            MLP (exposure and white balance vary across photos); outside training every view gets the mean
+            vector, as nerfacto does, so unseen images render with the average appearance. 0: none.
     """
 
     def __init__(
@@ -91,6 +107,8 @@ class HashGridField(nn.Module):
         num_layers_color: int = 2,
         implementation: Literal["tcnn", "torch"] = "torch",
         hash_backend: Literal["torch", "kernel", "tcnn"] = "torch",
+        num_images: int = 0,
+        appearance_dim: int = 0,
     ) -> None:
         super().__init__()
         self.register_buffer("aabb", aabb.detach().clone().float())
@@ -107,8 +125,11 @@ class HashGridField(nn.Module):
             implementation=implementation,
         )
         self.direction_encoding = SHEncoding(levels=4, implementation=implementation)
+        self.appearance = nn.Embedding(num_images, appearance_dim) if num_images > 0 and appearance_dim > 0 else None
+        if self.appearance is not None:
+            nn.init.normal_(self.appearance.weight, std=0.01)
         self.color_mlp = MLP(
-            in_dim=self.direction_encoding.get_out_dim() + geo_feat_dim,
+            in_dim=self.direction_encoding.get_out_dim() + geo_feat_dim + (appearance_dim if self.appearance is not None else 0),
             num_layers=num_layers_color + 1,
             layer_width=hidden_dim_color,
             out_dim=3,
@@ -117,14 +138,8 @@ class HashGridField(nn.Module):
         )
 
     def unit_positions(self, positions: Float[Tensor, "n 3"]) -> Float[Tensor, "n 3"]:
-        """World positions to hash-grid coordinates in ``[0, 1]^3`` (contracted or clamped to the box)."""
-        lower, upper = self.aabb[0], self.aabb[1]
-        if self.contract:
-            centered = (positions - 0.5 * (lower + upper)) / (0.5 * (upper - lower))  # box -> [-1, 1]^3
-            magnitude = centered.abs().amax(dim=-1, keepdim=True).clamp(min=1e-6)
-            contracted = torch.where(magnitude < 1, centered, (2 - 1 / magnitude) * (centered / magnitude))
-            return (contracted + 2.0) / 4.0
-        return ((positions - lower) / (upper - lower)).clamp(0.0, 1.0)
+        """World positions to hash-grid coordinates in ``[0, 1]^3`` (see :func:`grid_coordinates`)."""
+        return grid_coordinates(positions, self.aabb, self.contract)
 
     def density_head(self, positions: Float[Tensor, "n 3"]) -> Float[Tensor, "n 16"]:
         """Pre-activation density (column 0) and geometry features (the rest, ``geo_feat_dim`` wide).
@@ -133,22 +148,41 @@ class HashGridField(nn.Module):
             return positions.new_zeros(0, 1 + self.geo_feat_dim)
         return self.density_mlp(self.position_encoding(self.unit_positions(positions)))
 
-    def color_raw(self, geo_features: Float[Tensor, "n geo"], directions: Float[Tensor, "n 3"]) -> Float[Tensor, "n 3"]:
-        """Pre-activation colour from geometry features and unit view ``directions`` (empty in, empty out)."""
+    def color_raw(
+        self,
+        geo_features: Float[Tensor, "n geo"],
+        directions: Float[Tensor, "n 3"],
+        camera_indices: Optional[Int[Tensor, "n"]] = None,
+    ) -> Float[Tensor, "n 3"]:
+        """Pre-activation colour from geometry features, unit view ``directions`` and, with appearance
+        embeddings, the training image each sample was seen from (empty in, empty out)."""
         if directions.shape[0] == 0:
             return directions.new_zeros(0, 3)
         # tiny-cuda-nn's spherical harmonics take directions mapped to [0, 1]^3, nerfstudio's torch ones unit vectors
         tcnn_directions = self.direction_encoding.tcnn_encoding is not None
         sh_input = (directions + 1.0) / 2.0 if tcnn_directions else directions
-        direction_features = self.direction_encoding(sh_input)
-        return self.color_mlp(torch.cat([direction_features.to(geo_features), geo_features], dim=-1))
+        features = [self.direction_encoding(sh_input).to(geo_features), geo_features]
+        if self.appearance is not None:
+            features.append(self.appearance_vectors(camera_indices, directions.shape[0]).to(geo_features))
+        return self.color_mlp(torch.cat(features, dim=-1))
+
+    def appearance_vectors(self, camera_indices: Optional[Int[Tensor, "n"]], n: int) -> Float[Tensor, "n dim"]:
+        """Each sample's image embedding in training; the mean embedding otherwise (or without indices)."""
+        assert self.appearance is not None
+        if self.training and camera_indices is not None:
+            return self.appearance(camera_indices.reshape(-1).long().clamp(0, self.appearance.num_embeddings - 1))
+        return self.appearance.weight.mean(dim=0).expand(n, -1)
 
     def field_raw(
-        self, positions: Float[Tensor, "n 3"], directions: Float[Tensor, "n 3"]
+        self,
+        positions: Float[Tensor, "n 3"],
+        directions: Float[Tensor, "n 3"],
+        camera_indices: Optional[Int[Tensor, "n"]] = None,
     ) -> Tuple[Float[Tensor, "n 1"], Float[Tensor, "n 3"]]:
-        """Pre-activation density ``sigma'`` and colour ``c'`` at points seen from unit ``directions``."""
+        """Pre-activation density ``sigma'`` and colour ``c'`` at points seen from unit ``directions``
+        (``camera_indices``: the training image of each sample, for appearance embeddings)."""
         head = self.density_head(positions)
-        return head[:, :1], self.color_raw(head[:, 1:], directions)
+        return head[:, :1], self.color_raw(head[:, 1:], directions, camera_indices)
 
     @staticmethod
     def activate(

@@ -1,8 +1,9 @@
-"""accel-ngp: Instant-NGP style model with an occupancy-grid sampler that runs with or without nerfacc's CUDA ops.
+"""accel-ngp: Instant-NGP style model that samples rays through an occupancy grid (with or without nerfacc's
+CUDA ops) or through proposal density fields (unbounded captures), behind one flag.
 
 A training step goes through three seams that pipelines (e.g. hard sample mining) can drive one by one:
 
-- :meth:`AccelNGPModel.sample`: rays -> packed samples through occupied space (no graph);
+- :meth:`AccelNGPModel.sample`: rays -> packed samples (occupied space, or the proposal fields' picks);
 - :meth:`AccelNGPModel.field_raw`: samples -> pre-activation density ``sigma'`` and colour ``c'``;
 - :meth:`AccelNGPModel.render`: raw outputs -> activated, composited pixels in fp32.
 
@@ -14,10 +15,11 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from typing import Dict, List, Literal, Optional, Tuple, Type
+from typing import Dict, List, Literal, Optional, Tuple, Type, Union
 
 import torch
-from jaxtyping import Float
+from jaxtyping import Float, Int
+from nerfstudio.cameras.camera_optimizers import CameraOptimizerConfig
 from nerfstudio.cameras.rays import RayBundle
 from nerfstudio.engine.callbacks import TrainingCallback, TrainingCallbackAttributes, TrainingCallbackLocation
 from nerfstudio.models.base_model import Model, ModelConfig
@@ -32,10 +34,13 @@ from nerfstudio_accel.fields.hash_grid_field import (
     check_implementation,
     resolve_implementation,
 )
+from nerfstudio_accel.fields.proposal_field import ProposalDensityField
 from nerfstudio_accel.metrics import ImageMetrics
 from nerfstudio_accel.rendering import BackgroundMode, background_colors, composite_ground_truth, render_packed
 from nerfstudio_accel.sampling.occupancy import MarchingOptions, OccupancySampler, SamplerBackend, evaluate_in_chunks
+from nerfstudio_accel.sampling import torch_ops
 from nerfstudio_accel.sampling.packed import PackedSamples
+from nerfstudio_accel.sampling.proposal import ProposalSampler
 
 logger = logging.getLogger(__name__)
 
@@ -51,8 +56,32 @@ class AccelNGPModelConfig(ModelConfig):
     sampler_backend: SamplerBackend = "auto"
     """Ray marching: nerfacc CUDA ops (nerfacc), the fused numba marcher on CPU (kernel), the pure-PyTorch
     reference (torch); auto: nerfacc on CUDA when it loads, kernel on CPU, torch elsewhere."""
+    sampler: Literal["auto", "occupancy", "proposal"] = "auto"
+    """How rays are sampled: an occupancy grid (skips empty space, culls by opacity; object scenes) or
+    proposal density fields (coarse-to-fine, num_samples per ray; unbounded captures). auto: occupancy
+    without scene contraction (blender-data), proposal with it (other data); docs/captured_scenes.md
+    has the benchmark behind this choice."""
     scene_contraction: Literal["auto", "on", "off"] = "auto"
     """Contract unbounded space into the grid. auto: off for blender-data, on for other data."""
+    num_samples: int = 48
+    """Proposal sampler: samples per ray for the main field."""
+    proposal_samples: Tuple[int, ...] = (256, 96)
+    """Proposal sampler: samples per ray in each proposal round (one proposal field per round)."""
+    proposal_max_res: Tuple[int, ...] = (128, 256)
+    """Proposal sampler: finest hash-grid resolution of each proposal field."""
+    proposal_log2_hashmap_size: int = 17
+    proposal_anneal_steps: int = 1000
+    """Proposal sampler: steps over which resampling moves from uniform to the proposal weights."""
+    interlevel_loss_mult: float = 1.0
+    """Proposal sampler: weight of the interlevel loss that trains the proposal fields."""
+    max_samples_per_ray: Optional[int] = None
+    """Occupancy sampler: a ray keeps at most this many samples in occupied cells, front to back (bounds
+    the cost of a young, foggy field); default 1024 bounded, 256 contracted."""
+    appearance_embedding_dim: Optional[int] = None
+    """Per-image appearance vector fed to the colour MLP (exposure, white balance); evaluation uses the
+    mean vector. 0: none. Default 0 without scene contraction (synthetic), 32 with it (captures)."""
+    camera_optimizer: CameraOptimizerConfig = field(default_factory=lambda: CameraOptimizerConfig(mode="off"))
+    """Camera pose refinement (nerfstudio's camera optimizer): --pipeline.model.camera-optimizer.mode SO3xR3."""
     grid_resolution: Optional[int] = None
     """Occupancy grid cells per axis (per level); default 128 on CUDA, 64 elsewhere (cheaper updates).
     Like every device-dependent default here, it is written into config.yml as a number when training starts."""
@@ -111,6 +140,22 @@ class AccelNGPModelConfig(ModelConfig):
             self.hash_backend = resolve_hash_backend(self.hash_backend, device_type)
             logger.info("accel-ngp: hash encoding backend %s on %s (--pipeline.model.hash-backend)", self.hash_backend, device_type)
 
+    def resolve_data_defaults(self) -> None:
+        """Fill the choices that follow from ``scene_contraction`` (resolved from the data parser first)."""
+        contract = self.scene_contraction == "on"
+        if self.sampler == "auto":
+            self.sampler = "proposal" if contract else "occupancy"
+            logger.info("accel-ngp: %s sampler (%s scene; --pipeline.model.sampler)", self.sampler, "unbounded" if contract else "bounded")
+        if self.appearance_embedding_dim is None:
+            self.appearance_embedding_dim = 32 if contract else 0
+        if self.max_samples_per_ray is None:
+            self.max_samples_per_ray = 256 if contract else 1024
+        if self.sampler == "proposal" and len(self.proposal_samples) != len(self.proposal_max_res):
+            raise SystemExit(
+                f"error: --pipeline.model.proposal-samples names {len(self.proposal_samples)} rounds but "
+                f"--pipeline.model.proposal-max-res {len(self.proposal_max_res)}; give one resolution per round"
+            )
+
     def check_device(self, device_type: str) -> None:
         """Raise ``ValueError`` (one line) for an explicit choice that cannot run on ``device_type``
         (AccelTrainer calls this before training; a saved model opens anywhere, see ``populate_modules``)."""
@@ -127,10 +172,14 @@ class AccelNGPModel(Model):
         cfg = self.config
         device = torch.device(self.kwargs.get("device", "cpu"))
         cfg.resolve_device_defaults(device.type)  # a no-op for configs that ns-train saved
+        if cfg.scene_contraction == "auto":  # a model built outside AccelPipeline: bounded unless told
+            cfg.scene_contraction = "off"
+        cfg.resolve_data_defaults()
         assert cfg.log2_hashmap_size is not None and cfg.grid_resolution is not None
         check_implementation(cfg.implementation, device.type, "accel-ngp")
         contract = cfg.scene_contraction == "on"
         aabb = self.scene_box.aabb.float()
+        hash_backend = runnable_hash_backend(cfg.hash_backend, device.type)
         self.field = HashGridField(
             aabb=aabb,
             contract=contract,
@@ -140,14 +189,29 @@ class AccelNGPModel(Model):
             hidden_dim=cfg.hidden_dim,
             hidden_dim_color=cfg.hidden_dim_color,
             implementation=cfg.implementation,
-            hash_backend=runnable_hash_backend(cfg.hash_backend, device.type),
+            hash_backend=hash_backend,
+            num_images=self.num_train_data,
+            appearance_dim=cfg.appearance_embedding_dim or 0,
         )
-        levels = cfg.grid_levels if cfg.grid_levels is not None else (4 if contract else 1)
-        self.sampler = OccupancySampler(aabb.flatten(), resolution=cfg.grid_resolution, levels=levels, backend=cfg.sampler_backend)
-        try:
-            self.sampler.backend_for(device)
-        except ValueError as error:
-            raise SystemExit(f"error: {error}") from None
+        self.camera_optimizer = cfg.camera_optimizer.setup(num_cameras=self.num_train_data, device="cpu")
+        self.sampler: Union[OccupancySampler, ProposalSampler]
+        if cfg.sampler == "proposal":
+            fields = [
+                ProposalDensityField(aabb, contract, max_res=res, log2_hashmap_size=cfg.proposal_log2_hashmap_size,
+                                     implementation=cfg.implementation, hash_backend=hash_backend)
+                for res in cfg.proposal_max_res
+            ]
+            self.sampler = ProposalSampler(
+                fields, cfg.proposal_samples, cfg.num_samples, spacing="lindisp" if contract else "linear",
+                anneal_steps=cfg.proposal_anneal_steps,
+            )
+        else:
+            levels = cfg.grid_levels if cfg.grid_levels is not None else (4 if contract else 1)
+            self.sampler = OccupancySampler(aabb.flatten(), resolution=cfg.grid_resolution, levels=levels, backend=cfg.sampler_backend)
+            try:
+                self.sampler.backend_for(device)
+            except ValueError as error:
+                raise SystemExit(f"error: {error}") from None
         diagonal = float(torch.linalg.norm(aabb[1] - aabb[0]))
         self.marching = MarchingOptions(
             render_step_size=cfg.render_step_size if cfg.render_step_size is not None else diagonal / 1000,
@@ -156,16 +220,29 @@ class AccelNGPModel(Model):
             far_plane=cfg.far_plane,
             alpha_threshold=cfg.alpha_threshold,
             early_stop_eps=cfg.early_stop_eps,
+            max_samples_per_ray=cfg.max_samples_per_ray,
         )
         self.background_mode: BackgroundMode = cfg.background
         self.image_metrics = ImageMetrics()
 
+    @property
+    def uses_proposal(self) -> bool:
+        return isinstance(self.sampler, ProposalSampler)
+
     def get_param_groups(self) -> Dict[str, List[Parameter]]:
-        return {"fields": list(self.field.parameters())}
+        """The radiance field and proposal fields train together; the camera optimizer has its own group."""
+        groups = {"fields": list(self.field.parameters()) + (list(self.sampler.parameters()) if self.uses_proposal else [])}
+        self.camera_optimizer.get_param_groups(param_groups=groups)
+        return groups
 
     def get_training_callbacks(self, training_callback_attributes: TrainingCallbackAttributes) -> List[TrainingCallback]:
-        def update_grid(step: int) -> None:
-            self.sampler.update(
+        sampler = self.sampler
+
+        def update_sampler(step: int) -> None:
+            if isinstance(sampler, ProposalSampler):
+                sampler.update(step)
+                return
+            sampler.update(
                 step,
                 self.field.density,
                 self.marching.render_step_size,
@@ -175,26 +252,61 @@ class AccelNGPModel(Model):
                 every_n_steps=self.config.grid_update_every,
             )
 
-        return [TrainingCallback([TrainingCallbackLocation.BEFORE_TRAIN_ITERATION], update_grid, update_every_num_iters=1)]
+        return [TrainingCallback([TrainingCallbackLocation.BEFORE_TRAIN_ITERATION], update_sampler, update_every_num_iters=1)]
 
     # --- the three seams -------------------------------------------------------------------------
 
     def sample(self, ray_bundle: RayBundle) -> PackedSamples:
-        """Packed samples through occupied space, culled by opacity and early stop (train and eval alike)."""
-        origins, directions, nears, fars = self._rays(ray_bundle)
+        """Packed samples: through occupied space, culled by opacity and early stop (no graph), or the
+        proposal fields' ``num_samples`` per ray (with the proposal fields' graph when grad is on)."""
+        origins, directions, cameras, nears, fars = self._rays(ray_bundle)
+        with torch.no_grad():
+            marched_origins, marched_directions = self._pose_corrected(origins, directions, cameras)
+        if isinstance(self.sampler, ProposalSampler):
+            return self._propose(origins, directions, cameras, marched_origins, marched_directions, nears, fars)
         ray_indices, t_starts, t_ends = self.sampler.sample(
-            origins, directions, self.marching, density_fn=self.field.density, near_planes=nears, far_planes=fars,
-            stratified=self._stratified,
+            marched_origins, marched_directions, self.marching, density_fn=self.field.density, near_planes=nears,
+            far_planes=fars, stratified=self._stratified,
         )
-        return PackedSamples(ray_indices, t_starts, t_ends, origins, directions)
+        return PackedSamples(ray_indices, t_starts, t_ends, origins, directions, cameras)
 
-    @torch.no_grad()
+    def _propose(self, origins, directions, cameras, marched_origins, marched_directions, nears, fars) -> PackedSamples:
+        """Proposal sampling between each ray's near and far distance (the box's entry and exit when bounded)."""
+        assert isinstance(self.sampler, ProposalSampler)
+        n_rays = origins.shape[0]
+        near = torch.full((n_rays,), self.marching.near_plane, device=origins.device)
+        far = torch.full((n_rays,), self.marching.far_plane, device=origins.device)
+        if not self.field.contract:
+            enter, exit_, _ = torch_ops.ray_aabb_intersect(marched_origins, marched_directions, self.field.aabb.flatten())
+            near, far = torch.maximum(near, enter), torch.minimum(far, exit_)
+        if nears is not None:
+            near = torch.maximum(near, nears)
+        if fars is not None:
+            far = torch.minimum(far, fars)
+        distances, rounds = self.sampler.sample(marched_origins, marched_directions, near, far, stratified=self._stratified)
+        m = distances.shape[1] - 1
+        ray_indices = torch.arange(n_rays, device=origins.device).repeat_interleave(m)
+        return PackedSamples(
+            ray_indices, distances[:, :-1].reshape(-1), distances[:, 1:].reshape(-1), origins, directions, cameras, rounds
+        )
+
     def sample_and_forward(self, ray_bundle: RayBundle) -> Tuple[PackedSamples, Float[Tensor, "n 1"], Float[Tensor, "n 3"]]:
-        """:meth:`sample` and :meth:`field_raw` of its samples, without a graph. The density head that
-        culls the marched candidates is kept for the survivors, so only the colour MLP is added."""
-        origins, directions, nears, fars = self._rays(ray_bundle)
-        marched = self.sampler.march(origins, directions, self.marching, nears, fars, stratified=self._stratified)
-        candidates = PackedSamples(*marched, origins, directions)
+        """:meth:`sample` and :meth:`field_raw` of its samples, the field without a graph (the proposal
+        fields keep theirs). With the occupancy grid, the density head that culls the marched candidates
+        is kept for the survivors, so only the colour MLP is added."""
+        if self.uses_proposal:
+            samples = self.sample(ray_bundle)
+            with torch.no_grad():
+                return (samples, *self.field_raw(samples))
+        with torch.no_grad():
+            return self._march_and_forward(ray_bundle)
+
+    def _march_and_forward(self, ray_bundle: RayBundle) -> Tuple[PackedSamples, Float[Tensor, "n 1"], Float[Tensor, "n 3"]]:
+        assert isinstance(self.sampler, OccupancySampler)
+        origins, directions, cameras, nears, fars = self._rays(ray_bundle)
+        marched_origins, marched_directions = self._pose_corrected(origins, directions, cameras)
+        marched = self.sampler.march(marched_origins, marched_directions, self.marching, nears, fars, stratified=self._stratified)
+        candidates = PackedSamples(*marched, marched_origins, marched_directions, cameras)
         if candidates.n_samples == 0 or not self.marching.culls:
             return (candidates, *self.field_raw(candidates))
         heads = evaluate_in_chunks(self.field.density_head, candidates.positions)
@@ -203,8 +315,9 @@ class AccelNGPModel(Model):
             candidates.ray_indices, candidates.t_starts, candidates.t_ends, densities, candidates.n_rays, self.marching
         )
         keep = torch.nonzero(visible).reshape(-1)
-        samples, heads = candidates.subset(keep), heads[keep]
-        return samples, heads[:, :1], self.field.color_raw(heads[:, 1:], samples.sample_directions)
+        samples = PackedSamples(candidates.ray_indices[keep], candidates.t_starts[keep], candidates.t_ends[keep], origins, directions, cameras)
+        heads = heads[keep]
+        return samples, heads[:, :1], self.field.color_raw(heads[:, 1:], candidates.sample_directions[keep], samples.sample_camera_indices)
 
     @property
     def _stratified(self) -> bool:
@@ -213,32 +326,50 @@ class AccelNGPModel(Model):
 
     @staticmethod
     def _rays(ray_bundle: RayBundle):
-        """Flat fp32 ``origins, directions (n_rays, 3)`` and optional per-ray ``nears, fars (n_rays,)``."""
+        """Flat fp32 ``origins, directions (n_rays, 3)``, ``camera_indices (n_rays,)`` or None, and optional
+        per-ray ``nears, fars (n_rays,)``."""
         nears = ray_bundle.nears.reshape(-1) if ray_bundle.nears is not None else None
         fars = ray_bundle.fars.reshape(-1) if ray_bundle.fars is not None else None
-        return ray_bundle.origins.reshape(-1, 3).float(), ray_bundle.directions.reshape(-1, 3).float(), nears, fars
+        cameras = ray_bundle.camera_indices.reshape(-1).long() if ray_bundle.camera_indices is not None else None
+        return ray_bundle.origins.reshape(-1, 3).float(), ray_bundle.directions.reshape(-1, 3).float(), cameras, nears, fars
+
+    def _pose_corrected(
+        self, origins: Float[Tensor, "n_rays 3"], directions: Float[Tensor, "n_rays 3"], cameras: Optional[Int[Tensor, "n_rays"]]
+    ) -> Tuple[Float[Tensor, "n_rays 3"], Float[Tensor, "n_rays 3"]]:
+        """Rays moved by the camera optimizer's current pose corrections (training with it on), else unchanged."""
+        if not self.training or cameras is None or self.config.camera_optimizer.mode == "off" or origins.shape[0] == 0:
+            return origins, directions
+        correction = self.camera_optimizer(cameras)  # (n_rays, 3, 4)
+        return origins + correction[:, :3, 3], torch.bmm(correction[:, :3, :3], directions[..., None])[..., 0]
 
     def field_raw(self, samples: PackedSamples) -> Tuple[Float[Tensor, "n 1"], Float[Tensor, "n 3"]]:
-        """Pre-activation density and colour of each sample."""
-        return self.field.field_raw(samples.positions, samples.sample_directions)
+        """Pre-activation density and colour of each sample (through the pose corrections' graph when the
+        camera optimizer is on)."""
+        origins, directions = self._pose_corrected(samples.origins, samples.directions, samples.camera_indices)
+        rays = samples.ray_indices
+        positions = origins[rays] + directions[rays] * samples.t_mids[:, None]
+        return self.field.field_raw(positions, directions[rays], samples.sample_camera_indices)
 
     def render(
         self, samples: PackedSamples, raw_density: Float[Tensor, "n 1"], raw_color: Float[Tensor, "n 3"]
     ) -> Dict[str, Tensor]:
-        """Activations and fp32 compositing over this step's background colours."""
+        """Activations and fp32 compositing over this step's background colours; in training with the
+        proposal sampler, also the interlevel loss of the rounds the samples came through."""
         density, color = self.field.activate(raw_density, raw_color)
         background = background_colors(self.background_mode, samples.n_rays, density.device, self.training)
-        use_nerfacc = self.sampler.backend_for(density.device) == "nerfacc"
+        use_nerfacc = isinstance(self.sampler, OccupancySampler) and self.sampler.backend_for(density.device) == "nerfacc"
         outputs = render_packed(samples, density, color, background, use_nerfacc=use_nerfacc)
         outputs["background"] = background
         outputs["num_samples_per_ray"] = samples.samples_per_ray()
+        if self.training and samples.proposal is not None:
+            weights = outputs["weights"].reshape(samples.n_rays, -1)
+            outputs["interlevel_loss"] = ProposalSampler.interlevel_loss(samples.proposal, weights)
         return outputs
 
     # --- nerfstudio Model API --------------------------------------------------------------------
 
     def get_outputs(self, ray_bundle: RayBundle) -> Dict[str, Tensor]:
-        with torch.no_grad():
-            samples = self.sample(ray_bundle)
+        samples = self.sample(ray_bundle)
         raw_density, raw_color = self.field_raw(samples)
         outputs = self.render(samples, raw_density, raw_color)
         outputs.pop("weights")
@@ -254,15 +385,23 @@ class AccelNGPModel(Model):
     def get_metrics_dict(self, outputs: Dict[str, Tensor], batch: Dict[str, Tensor]) -> Dict[str, Tensor]:
         image = batch["image"].to(self.device)
         target = composite_ground_truth(image, outputs["background"])
-        return {
+        metrics = {
             "psnr": -10.0 * torch.log10(torch.mean((outputs["rgb"].detach() - target) ** 2).clamp(min=1e-10)),
             "num_samples_per_batch": outputs["num_samples_per_ray"].sum(),
+            "num_samples_per_ray": outputs["num_samples_per_ray"].float().mean(),
         }
+        self.camera_optimizer.get_metrics_dict(metrics)
+        return metrics
 
     def get_loss_dict(self, outputs: Dict[str, Tensor], batch: Dict[str, Tensor], metrics_dict=None) -> Dict[str, Tensor]:
         image = batch["image"].to(self.device)
         target = composite_ground_truth(image, outputs["background"])
-        return {"rgb_loss": torch.mean((outputs["rgb"] - target) ** 2)}
+        losses = {"rgb_loss": torch.mean((outputs["rgb"] - target) ** 2)}
+        if "interlevel_loss" in outputs:
+            losses["interlevel_loss"] = self.config.interlevel_loss_mult * outputs["interlevel_loss"]
+        if self.training:
+            self.camera_optimizer.get_loss_dict(losses)
+        return losses
 
     def get_image_metrics_and_images(
         self, outputs: Dict[str, Tensor], batch: Dict[str, Tensor]

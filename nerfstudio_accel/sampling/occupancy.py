@@ -110,6 +110,8 @@ class MarchingOptions:
     """Skip samples with opacity below this (capped by the grid's mean occupancy, as nerfacc does)."""
     early_stop_eps: float = 1e-4
     """Stop a ray once its transmittance falls below this."""
+    max_samples_per_ray: Optional[int] = None
+    """Keep at most this many marched samples per ray, front to back (None: no cap)."""
 
     @property
     def culls(self) -> bool:
@@ -181,7 +183,8 @@ class OccupancySampler(nn.Module):
         stratified: bool = False,
     ) -> Tuple[Int[Tensor, "n_samples"], Float[Tensor, "n_samples"], Float[Tensor, "n_samples"]]:
         """Packed candidate samples: every step of the lattice whose midpoint lies in an occupied cell,
-        between the near and far planes (per-ray planes tighten the global ones).
+        between the near and far planes (per-ray planes tighten the global ones), at most
+        ``options.max_samples_per_ray`` per ray (the nearest).
 
         ``stratified`` starts each ray's lattice a uniform random fraction of ``render_step_size`` after
         its near plane (as nerfacc's ``sampling(stratified=True)``), so training sees new points every step.
@@ -198,6 +201,14 @@ class OccupancySampler(nn.Module):
         if stratified:
             near = near + torch.rand_like(near) * options.render_step_size
         origins, directions = origins.float().contiguous(), directions.float().contiguous()
+        ray_indices, t_starts, t_ends = self._traverse(origins, directions, near, far, options)
+        if options.max_samples_per_ray is not None and t_starts.numel() > 0:
+            keep = torch_ops.first_samples_of_each_ray(ray_indices, options.max_samples_per_ray)
+            ray_indices, t_starts, t_ends = ray_indices[keep], t_starts[keep], t_ends[keep]
+        return ray_indices, t_starts, t_ends
+
+    def _traverse(self, origins, directions, near, far, options: MarchingOptions):
+        """The backend's grid traversal: ``ray_indices (int64), t_starts, t_ends``."""
         if self.backend_for(origins.device) == "nerfacc":
             from nerfacc.grid import traverse_grids
 

@@ -3,17 +3,23 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Optional
 
 import torch
 from jaxtyping import Float, Int
 from torch import Tensor
+
+if TYPE_CHECKING:
+    from nerfstudio_accel.sampling.proposal import ProposalRounds
 
 
 @dataclass
 class PackedSamples:
     """Samples of ``n_rays`` rays packed into one flat list, sorted by ray.
 
-    ``ray_indices, t_starts, t_ends``: ``(n_samples,)``; ``origins, directions``: ``(n_rays, 3)``.
+    ``ray_indices, t_starts, t_ends``: ``(n_samples,)``; ``origins, directions``: ``(n_rays, 3)``;
+    ``camera_indices``: ``(n_rays,)`` training image of each ray (appearance embeddings), or None;
+    ``proposal``: the proposal rounds these samples were drawn through (proposal sampler, full sets only).
     """
 
     ray_indices: Int[Tensor, "n_samples"]
@@ -21,6 +27,8 @@ class PackedSamples:
     t_ends: Float[Tensor, "n_samples"]
     origins: Float[Tensor, "n_rays 3"]
     directions: Float[Tensor, "n_rays 3"]
+    camera_indices: Optional[Int[Tensor, "n_rays"]] = None
+    proposal: Optional["ProposalRounds"] = None
 
     @property
     def n_rays(self) -> int:
@@ -43,9 +51,15 @@ class PackedSamples:
     def sample_directions(self) -> Float[Tensor, "n_samples 3"]:
         return self.directions[self.ray_indices]
 
+    @property
+    def sample_camera_indices(self) -> Optional[Int[Tensor, "n_samples"]]:
+        return None if self.camera_indices is None else self.camera_indices[self.ray_indices]
+
     def samples_per_ray(self) -> Int[Tensor, "n_rays"]:
         return torch.bincount(self.ray_indices, minlength=self.n_rays)
 
     def subset(self, index: Int[Tensor, "m"]) -> "PackedSamples":
-        """The samples at ``index`` (kept sorted if ``index`` is sorted), same rays."""
-        return PackedSamples(self.ray_indices[index], self.t_starts[index], self.t_ends[index], self.origins, self.directions)
+        """The samples at ``index`` (kept sorted if ``index`` is sorted), same rays; proposal rounds not carried."""
+        return PackedSamples(
+            self.ray_indices[index], self.t_starts[index], self.t_ends[index], self.origins, self.directions, self.camera_indices
+        )

@@ -261,3 +261,9 @@ def accumulate_along_rays(
     src = weights[:, None] if values is None else weights[:, None] * values
     out = src.new_zeros(n_rays, src.shape[-1])
     return out.index_add(0, ray_indices, src)
+
+
+def first_samples_of_each_ray(ray_indices: Int[Tensor, "n_samples"], cap: int) -> Bool[Tensor, "n_samples"]:
+    """Mask of the first ``cap`` samples of each ray in a packed, ray-sorted batch."""
+    start_of_ray = torch.searchsorted(ray_indices, ray_indices, right=False)
+    return torch.arange(ray_indices.numel(), device=ray_indices.device) - start_of_ray < cap

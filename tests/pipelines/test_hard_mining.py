@@ -92,13 +92,14 @@ def mining_scene(tmp_path_factory):
     return generate_scene(tmp_path_factory.mktemp("scene"), SceneSpec(num_train=6, num_val=1, num_test=1, resolution=24, seed=1))
 
 
-def mining_trainer(scene, output_dir, min_hard_fraction):
+def mining_trainer(scene, output_dir, min_hard_fraction, sampler="occupancy"):
     """accel-ngp behind the hard-mining pipeline, white background (deterministic targets), CPU."""
     config = copy.deepcopy(accel_ngp.config)
     assert isinstance(config.pipeline, HardSampleMiningPipelineConfig) and config.pipeline.hard_mining, "accel-ngp mines by default"
     config.pipeline.min_hard_fraction = min_hard_fraction
     config.pipeline.datamanager.dataparser = BlenderDataParserConfig(data=scene)
     config.pipeline.model.background = "white"
+    config.pipeline.model.sampler = sampler
     config.machine.device_type = "cpu"
     config.vis = "tensorboard"
     config.output_dir = output_dir
@@ -106,22 +107,30 @@ def mining_trainer(scene, output_dir, min_hard_fraction):
     trainer = config.setup(local_rank=0, world_size=1)
     trainer.setup()
     model = trainer.pipeline.model
-    model.sampler.update(0, model.field.density, model.marching.render_step_size)  # a warm-up grid update
+    if sampler == "occupancy":
+        model.sampler.update(0, model.field.density, model.marching.render_step_size)  # a warm-up grid update
+    else:
+        model.sampler.update(300)  # part-way through annealing
     return trainer
 
 
-def test_all_samples_mined_gives_ordinary_gradients(mining_scene, tmp_path):
-    """With b = B, the surrogate backward equals ordinary training's parameter gradients, and the
-    reported loss is the true pixel loss."""
+@pytest.mark.parametrize("sampler", ["occupancy", "proposal"])
+def test_all_samples_mined_gives_ordinary_gradients(mining_scene, tmp_path, sampler):
+    """With b = B, the surrogate backward equals ordinary training's parameter gradients (the main field's
+    and, with the proposal sampler, the proposal fields' from the interlevel loss), and the reported loss
+    is the true loss."""
     torch.manual_seed(0)
-    pipeline = mining_trainer(mining_scene, tmp_path, min_hard_fraction=1.0).pipeline
+    pipeline = mining_trainer(mining_scene, tmp_path, min_hard_fraction=1.0, sampler=sampler).pipeline
     model = pipeline.model
     ray_bundle, batch = pipeline.datamanager.next_train(0)
-    params = [p for p in model.field.parameters()]
+    params = [p for group in model.get_param_groups().values() for p in group]
+    assert (sampler == "proposal") == any(name.startswith("sampler.fields") for name, _ in model.named_parameters())
 
     model.zero_grad()
     torch.manual_seed(1)  # the same stratified jitter for both forwards
-    ordinary_loss = model.get_loss_dict(model(ray_bundle), batch)["rgb_loss"]
+    ordinary_losses = model.get_loss_dict(model(ray_bundle), batch)
+    assert ("interlevel_loss" in ordinary_losses) == (sampler == "proposal")
+    ordinary_loss = sum(ordinary_losses.values())
     ordinary_loss.backward()
     ordinary = [p.grad.clone() for p in params]
 
@@ -134,6 +143,9 @@ def test_all_samples_mined_gives_ordinary_gradients(mining_scene, tmp_path):
     assert float(mined_loss) == pytest.approx(float(ordinary_loss), rel=1e-6)
     for expected, param in zip(ordinary, params):
         assert torch.allclose(param.grad, expected, rtol=1e-4, atol=1e-9)
+    assert float(model.field.position_encoding.table.grad.abs().sum()) > 0
+    if sampler == "proposal":  # the interlevel loss reaches the proposal fields through the mined step too
+        assert any(float(p.grad.abs().sum()) > 0 for p in model.sampler.parameters())
 
 
 def test_graph_is_built_for_hard_samples_only(mining_scene, tmp_path):

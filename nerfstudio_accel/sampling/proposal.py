@@ -1,0 +1,119 @@
+"""ProposalSampler: coarse-to-fine sampling with small proposal density fields (mip-NeRF 360, nerfacc's
+``PropNetEstimator``), a fixed sample count per ray for the main field.
+
+Round 0 spaces ``proposal_samples[0]`` intervals evenly (linear, or linear-then-disparity for unbounded
+scenes) between each ray's near and far distance and evaluates proposal field 0 there; each next round
+resamples the previous round's weights (annealed: ``w ** anneal``) as a piecewise-constant PDF and
+evaluates its own field; the main field finally gets ``num_samples`` intervals drawn from the last
+round. The proposal fields learn only through :meth:`ProposalSampler.interlevel_loss`, which asks each
+round's weights to bound the main field's. Every op is pure PyTorch (:mod:`.proposal_ops`).
+
+Two verbs, as :class:`~nerfstudio_accel.sampling.occupancy.OccupancySampler`: :meth:`sample` and
+:meth:`update` (the annealing schedule); plus the loss.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import List, Sequence
+
+import torch
+from jaxtyping import Float
+from torch import Tensor, nn
+
+from nerfstudio_accel.sampling import proposal_ops
+from nerfstudio_accel.sampling.proposal_ops import Spacing
+
+
+@dataclass
+class ProposalRounds:
+    """One sampling's proposal rounds, for the interlevel loss: each round's edges ``(n_rays, k_i + 1)``
+    (normalised spacing) and weights ``(n_rays, k_i)`` (with the proposal fields' graph in training), and
+    the main field's edges ``(n_rays, num_samples + 1)``."""
+
+    edges: List[Tensor] = field(default_factory=list)
+    weights: List[Tensor] = field(default_factory=list)
+    final_edges: Tensor = field(default_factory=lambda: torch.zeros(0, 1))
+
+
+def annealing_exponent(step: int, anneal_steps: int, slope: float = 10.0) -> float:
+    """The exponent on proposal weights before resampling, rising from 0 (uniform resampling) at step 0
+    to 1 at ``anneal_steps`` along ``slope x / ((slope - 1) x + 1)`` (steep at first)."""
+    if anneal_steps <= 0:
+        return 1.0
+    x = min(max(step / anneal_steps, 0.0), 1.0)
+    return slope * x / ((slope - 1.0) * x + 1.0)
+
+
+class ProposalSampler(nn.Module):
+    """Proposal fields and coarse-to-fine sampling through them.
+
+    Args:
+        fields: one density field per proposal round (positions ``(n, 3)`` -> densities ``(n, 1)``).
+        proposal_samples: intervals per ray in each round, e.g. ``(256, 96)``.
+        num_samples: intervals per ray for the main field, e.g. 48.
+        spacing: ``linear`` (bounded scenes) or ``lindisp`` (unbounded: uniform in disparity beyond 1 unit).
+        anneal_steps: training steps over which resampling goes from uniform to the proposal's weights.
+    """
+
+    def __init__(
+        self,
+        fields: Sequence[nn.Module],
+        proposal_samples: Sequence[int] = (256, 96),
+        num_samples: int = 48,
+        spacing: Spacing = "lindisp",
+        anneal_steps: int = 1000,
+    ) -> None:
+        super().__init__()
+        if len(fields) != len(proposal_samples) or not fields:
+            raise ValueError(f"one proposal field per round: {len(fields)} fields for {len(proposal_samples)} rounds")
+        if min(proposal_samples) < 1 or num_samples < 1:
+            raise ValueError(f"sample counts must be >= 1, got proposal {tuple(proposal_samples)} and main {num_samples}")
+        self.fields = nn.ModuleList(fields)
+        self.proposal_samples = tuple(int(k) for k in proposal_samples)
+        self.num_samples = int(num_samples)
+        self.spacing: Spacing = spacing
+        self.anneal_steps = anneal_steps
+        self.anneal = 1.0
+        """Current exponent on proposal weights (training callbacks set it; 1 outside training)."""
+
+    def update(self, step: int) -> None:
+        """Advance the annealing schedule to ``step``."""
+        self.anneal = annealing_exponent(step, self.anneal_steps)
+
+    def sample(
+        self,
+        origins: Float[Tensor, "n_rays 3"],
+        directions: Float[Tensor, "n_rays 3"],
+        near: Float[Tensor, "n_rays"],
+        far: Float[Tensor, "n_rays"],
+        stratified: bool = False,
+    ) -> tuple[Float[Tensor, "n_rays m1"], ProposalRounds]:
+        """Distances of the main field's ``num_samples + 1`` interval edges per ray and the rounds behind
+        them. The proposal fields run with a graph when grad is enabled (training), without one otherwise;
+        ``stratified`` jitters every round (training), otherwise the result is deterministic."""
+        n_rays, device = origins.shape[0], origins.device
+        near, far = near.reshape(-1, 1).float(), torch.maximum(far.reshape(-1, 1).float(), near.reshape(-1, 1).float())
+        rounds = ProposalRounds()
+        anneal = self.anneal if self.training else 1.0
+        edges = proposal_ops.uniform_edges(n_rays, self.proposal_samples[0], stratified, device)
+        for index, (proposal_field, n_intervals) in enumerate(zip(self.fields, self.proposal_samples)):
+            if index > 0:
+                edges = proposal_ops.resample_edges(edges, rounds.weights[-1].detach() ** anneal, n_intervals, stratified)
+            distances = proposal_ops.spacing_to_distance(edges, near, far, self.spacing)
+            middles = 0.5 * (distances[:, 1:] + distances[:, :-1])
+            points = origins[:, None, :] + directions[:, None, :] * middles[..., None]
+            densities = proposal_field(points.reshape(-1, 3)).reshape(n_rays, n_intervals)
+            rounds.edges.append(edges)
+            rounds.weights.append(proposal_ops.weights_from_density(distances, densities))
+        rounds.final_edges = proposal_ops.resample_edges(edges, rounds.weights[-1].detach() ** anneal, self.num_samples, stratified)
+        return proposal_ops.spacing_to_distance(rounds.final_edges, near, far, self.spacing), rounds
+
+    @staticmethod
+    def interlevel_loss(rounds: ProposalRounds, weights: Float[Tensor, "n_rays m"]) -> Float[Tensor, ""]:
+        """Sum over proposal rounds of :func:`~.proposal_ops.interlevel_loss` against the main field's
+        ``weights`` (detached: only the proposal fields learn from it)."""
+        return sum(
+            (proposal_ops.interlevel_loss(rounds.final_edges, weights, edges, round_weights) for edges, round_weights in zip(rounds.edges, rounds.weights)),
+            torch.zeros((), device=weights.device),
+        )
