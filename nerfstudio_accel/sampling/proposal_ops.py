@@ -47,14 +47,13 @@ def spacing_to_distance(
 
 def uniform_edges(n_rays: int, n_intervals: int, stratified: bool, device: torch.device) -> Float[Tensor, "n_rays k1"]:
     """``n_intervals + 1`` edges evenly spaced over ``[0, 1]``; ``stratified`` moves each interior edge
-    within its half-interval neighbourhood by one random fraction per ray (endpoints stay 0 and 1)."""
+    between its neighbouring interval centres by one random fraction per ray (endpoints stay 0 and 1)."""
     edges = torch.linspace(0.0, 1.0, n_intervals + 1, device=device).expand(n_rays, -1)
     if not stratified:
         return edges.contiguous()
     centers = 0.5 * (edges[:, 1:] + edges[:, :-1])
-    lower = torch.cat([edges[:, :1], centers], dim=-1)
-    upper = torch.cat([centers, edges[:, -1:]], dim=-1)
-    return lower + (upper - lower) * torch.rand(n_rays, 1, device=device)
+    interior = centers[:, :-1] + (centers[:, 1:] - centers[:, :-1]) * torch.rand(n_rays, 1, device=device)
+    return torch.cat([edges[:, :1], interior, edges[:, -1:]], dim=-1)
 
 
 def resample_edges(
