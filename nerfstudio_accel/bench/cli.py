@@ -5,7 +5,8 @@
 
 Each method trains through nerfstudio's own ``Trainer`` with the config ``ns-train`` builds for it
 (plus the entry's flags), on the same data, device and seed, in a process of its own. The test
-split is scored at ``--eval-points`` evenly spaced training times (evaluation time is not counted);
+split is scored at ``--eval-points`` evenly spaced training times (evaluation time is not counted;
+with ``--eval-views N`` the points before the last score only N evenly spaced test views);
 ``--out`` receives ``results.json``, ``results.md``, ``psnr_vs_time.png`` and one log per run.
 """
 
@@ -22,7 +23,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Dict, List, NoReturn, Optional
 
-from nerfstudio_accel.bench.configs import DATAPARSERS, BenchError, MethodSpec, build_config, parse_methods, resolve_dataparser, unsupported_reason
+from nerfstudio_accel.bench.configs import (
+    DATAPARSERS,
+    BenchError,
+    MethodSpec,
+    build_config,
+    check_data,
+    parse_methods,
+    prescaled_factor,
+    resolve_dataparser,
+    unsupported_reason,
+)
 from nerfstudio_accel.bench.report import summarize_method, write_outputs
 
 OUTPUT_FILES = ("results.json", "results.md", "psnr_vs_time.png")
@@ -39,15 +50,19 @@ def parse_arguments(argv: Optional[List[str]] = None) -> argparse.Namespace:
         description="Train nerfstudio methods for an equal training-time budget on one scene; write results.json, "
         "results.md and psnr_vs_time.png.",
     )
-    parser.add_argument("--data", type=Path, required=True, metavar="DIR", help="scene folder (Blender or nerfstudio format)")
+    parser.add_argument("--data", type=Path, required=True, metavar="DIR", help="scene folder (Blender, nerfstudio or COLMAP format)")
     parser.add_argument("--dataparser", choices=("auto", *DATAPARSERS), default="auto",
-                        help="how to read --data; auto: blender-data if transforms_train.json is there, else nerfstudio-data")  # fmt: skip
+                        help="how to read --data; auto: blender-data if transforms_train.json is there, else nerfstudio-data "
+                        "if transforms.json is, else colmap (a model in colmap/sparse/0, sparse/0 or sparse, photos in images/)")  # fmt: skip
     parser.add_argument("--methods", action="append", required=True, metavar="NAME[:FLAGS],...",
                         help="comma-separated methods, each with optional ns-train flags after ':', e.g. "
                         "accel-ngp,accel-ngp:--pipeline.hard-mining=False,nerfacto (repeatable)")  # fmt: skip
     parser.add_argument("--budget-seconds", type=float, default=300.0, metavar="S", help="training time per run, evaluation excluded (default 300)")
     parser.add_argument("--max-steps", type=int, metavar="N", help="also stop each run at this many steps (equal-steps comparisons)")
     parser.add_argument("--eval-points", type=int, default=5, metavar="N", help="evaluations of the test split along the budget, the last at the end (default 5)")
+    parser.add_argument("--eval-views", type=int, metavar="N",
+                        help="evaluations before the last score only N evenly spaced test views (faster on big splits); "
+                        "the last scores every view (default: every view at every evaluation)")  # fmt: skip
     parser.add_argument("--device", choices=("auto", "cpu", "cuda", "mps"), default="auto", help="auto: cuda when available, else cpu")
     parser.add_argument("--downscale", type=float, default=1.0, metavar="F", help="image downscale factor, e.g. 4 trains lego at 100x100 (default 1)")
     parser.add_argument("--repeats", type=int, default=1, metavar="N", help="runs per method (seeds seed, seed+1, ...); tables show median and min–max")
@@ -59,7 +74,7 @@ def parse_arguments(argv: Optional[List[str]] = None) -> argparse.Namespace:
         parser.error(f"--budget-seconds must be positive, got {args.budget_seconds:g}")
     if not args.downscale >= 1:
         parser.error(f"--downscale must be at least 1 (it divides the image size), got {args.downscale:g}")
-    for name, value in (("--max-steps", args.max_steps), ("--eval-points", args.eval_points), ("--repeats", args.repeats)):
+    for name, value in (("--max-steps", args.max_steps), ("--eval-points", args.eval_points), ("--eval-views", args.eval_views), ("--repeats", args.repeats)):
         if value is not None and value < 1:
             parser.error(f"{name} must be at least 1, got {value}")
     return args
@@ -90,6 +105,7 @@ def _resolve_device(requested: str) -> str:
 
 
 def _meta(args: argparse.Namespace, dataparser: str, device: str, argv: List[str]) -> Dict:
+    """Settings and versions written at the top of results.json and results.md."""
     from importlib.metadata import version
 
     import torch
@@ -104,7 +120,9 @@ def _meta(args: argparse.Namespace, dataparser: str, device: str, argv: List[str
         "budget_seconds": args.budget_seconds,
         "max_steps": args.max_steps,
         "eval_points": args.eval_points,
+        "eval_views": args.eval_views,
         "downscale": args.downscale,
+        "parser_downscale_factor": prescaled_factor(args.data, dataparser, args.downscale),
         "repeats": args.repeats,
         "seed": args.seed,
         "threads": torch.get_num_threads(),
@@ -117,6 +135,7 @@ def _meta(args: argparse.Namespace, dataparser: str, device: str, argv: List[str
 def prepare(args: argparse.Namespace, argv: List[str]) -> Plan:
     """Check everything that can be checked before training: data, device, methods and their flags, --out."""
     dataparser = resolve_dataparser(args.data, args.dataparser)
+    check_data(args.data, dataparser)
     device = _resolve_device(args.device)
     specs = parse_methods(args.methods)
     existing = [name for name in OUTPUT_FILES if (args.out / name).exists()]
@@ -173,7 +192,9 @@ class _RunProgress:
             elif event["event"] == "evaluating":
                 self.progress.update(task, description=f"{title}, evaluating")
             elif event["event"] == "eval":
-                self.progress.console.print(f"{title}: {event['seconds']:7.1f} s, step {event['step']:6d}, test PSNR {event['psnr']:.2f} dB")
+                views = event.get("views", 0), event.get("views_total", 0)
+                scored = f" ({views[0]} of {views[1]} views)" if views[0] < views[1] else ""
+                self.progress.console.print(f"{title}: {event['seconds']:7.1f} s, step {event['step']:6d}, test PSNR {event['psnr']:.2f} dB{scored}")
 
         self.task, self.title = task, title
         return on_event
@@ -213,7 +234,7 @@ def execute(plan: Plan) -> int:
                 request = {
                     "label": spec.label, "data": str(args.data), "dataparser": plan.dataparser, "downscale": args.downscale,
                     "device": plan.device, "seed": args.seed + repeat, "budget_seconds": args.budget_seconds,
-                    "max_steps": args.max_steps, "eval_points": args.eval_points,
+                    "max_steps": args.max_steps, "eval_points": args.eval_points, "eval_views": args.eval_views,
                 }  # fmt: skip
                 outcome = run_worker(request, log_path, bars.start(title))
                 runs.append({"repeat": repeat + 1, "seed": request["seed"], "log": str(log_path.relative_to(args.out)), **outcome})

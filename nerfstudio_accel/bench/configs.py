@@ -3,7 +3,8 @@
 An entry of ``--methods`` is ``NAME`` or ``NAME:FLAGS``, e.g. ``accel-ngp:--pipeline.hard-mining=False``
 or ``accel-ngp:--precision bf16 --pipeline.hard-mining False`` (flags split like a shell would). The
 config is the one ``ns-train NAME FLAGS DATAPARSER --data DIR`` builds, with the bench's device,
-seed and downscale on top.
+seed and downscale on top. For ``colmap`` the bench finds the model folder itself (``colmap/sparse/0``,
+``sparse/0`` or ``sparse``), as ``--colmap-path`` would name it.
 """
 
 from __future__ import annotations
@@ -12,13 +13,23 @@ import contextlib
 import copy
 import difflib
 import io
+import json
 import re
 import shlex
 from dataclasses import dataclass
 from pathlib import Path
 from typing import List, Optional, Sequence, Tuple
 
-DATAPARSERS = ("blender-data", "nerfstudio-data")
+from nerfstudio_accel.data.validation import (
+    COLMAP_MODEL_FOLDERS,
+    SceneDataError,
+    check_blender_scene,
+    check_colmap_scene,
+    check_nerfstudio_scene,
+    find_colmap_model,
+)
+
+DATAPARSERS = ("blender-data", "nerfstudio-data", "colmap")
 
 # Models whose kernels exist only on CUDA, with the one-line reason a bench row gives elsewhere.
 CUDA_ONLY_MODELS = {
@@ -66,23 +77,78 @@ def parse_methods(values: Sequence[str]) -> List[MethodSpec]:
 
 
 def resolve_dataparser(data: Path, requested: str) -> str:
-    """The dataparser for ``data``: ``requested``, or for ``auto`` the one its files call for.
+    """The dataparser for ``data``: ``requested``, or for ``auto`` the one its files call for, in this order:
 
     ``blender-data`` needs ``transforms_train.json`` and ``transforms_test.json``;
-    ``nerfstudio-data`` needs ``transforms.json``.
+    ``nerfstudio-data`` needs ``transforms.json``;
+    ``colmap`` needs a COLMAP model in one of :data:`COLMAP_MODEL_FOLDERS`.
     """
     if not data.is_dir():
-        raise BenchError(f"--data {data} is not a folder; point it at a scene (Blender or nerfstudio format)")
+        raise BenchError(f"--data {data} is not a folder; point it at a scene (Blender, nerfstudio or COLMAP format)")
     blender = (data / "transforms_train.json").is_file()
     if requested == "auto":
-        if not blender and not (data / "transforms.json").is_file():
-            raise BenchError(f"{data} holds neither transforms_train.json (Blender) nor transforms.json (nerfstudio); point --data at a scene folder")
-        requested = "blender-data" if blender else "nerfstudio-data"
+        if blender or (data / "transforms.json").is_file():
+            requested = "blender-data" if blender else "nerfstudio-data"
+        elif find_colmap_model(data) is not None:
+            requested = "colmap"
+        else:
+            raise BenchError(
+                f"{data} holds neither transforms_train.json (Blender) nor transforms.json (nerfstudio) nor a COLMAP model "
+                f"({', '.join(COLMAP_MODEL_FOLDERS)}); point --data at a scene folder"
+            )
+    if requested == "colmap":
+        if find_colmap_model(data) is None:
+            raise BenchError(
+                f"{data} has no COLMAP model (cameras.bin or cameras.txt) in {', '.join(COLMAP_MODEL_FOLDERS)}, "
+                "which --dataparser colmap reads; check --data or --dataparser"
+            )
+        return requested
     needed = ("transforms_train.json", "transforms_test.json") if requested == "blender-data" else ("transforms.json",)
     missing = [name for name in needed if not (data / name).is_file()]
     if missing:
         raise BenchError(f"{data} has no {missing[0]}, which --dataparser {requested} reads; check --data or --dataparser")
     return requested
+
+
+def check_data(data: Path, dataparser: str) -> None:
+    """The scene checks ``ns-train`` runs for accel methods, for every method of the bench (the splits it
+    trains and scores); a problem is a :class:`BenchError` before any training."""
+    try:
+        if dataparser == "blender-data":
+            check_blender_scene(data, ("train", "test"))
+        elif dataparser == "nerfstudio-data":
+            check_nerfstudio_scene(data)
+        else:
+            check_colmap_scene(data, find_colmap_model(data) or COLMAP_MODEL_FOLDERS[0])
+    except SceneDataError as error:
+        raise BenchError(str(error)) from None
+
+
+def prescaled_factor(data: Path, dataparser: str, downscale: float) -> int:
+    """The factor to give the parser's own ``downscale_factor`` for ``--downscale``: ``downscale`` when the
+    capture already holds its images downscaled by it (``images_4/`` beside ``images/``, as
+    ``ns-process-data`` writes them and Mip-NeRF 360 ships them), which the parser then reads as
+    ``ns-train ... --downscale-factor 4`` would; else 1, and the datamanager resizes the originals on load.
+    Always 1 for ``blender-data``, which has no such option."""
+    if dataparser == "blender-data" or downscale <= 1 or downscale != int(downscale):
+        return 1
+    factor = int(downscale)
+    if dataparser == "colmap":
+        images = data / "images"  # the parser reads images_N/<name> for images/<name>
+        originals = [path.relative_to(images) for path in images.rglob("*") if path.is_file()] if images.is_dir() else []
+        prescaled = [images.parent / f"images_{factor}" / name for name in originals]
+    else:
+        frames = _frames_or_empty(data / "transforms.json")  # the parser reads images_N/<file name> for each frame
+        prescaled = [data / f"images_{factor}" / Path(frame.get("file_path", "")).name for frame in frames]
+    return factor if prescaled and all(path.is_file() for path in prescaled) else 1
+
+
+def _frames_or_empty(transforms: Path) -> List[dict]:
+    try:
+        frames = json.loads(transforms.read_text()).get("frames")
+    except (OSError, ValueError, AttributeError):
+        return []
+    return [frame for frame in frames if isinstance(frame, dict)] if isinstance(frames, list) else []
 
 
 def _tyro_error_line(text: str) -> str:
@@ -127,7 +193,12 @@ def build_config(
     datamanager.dataparser = copy.deepcopy(parser)
     datamanager.dataparser.data = data
     datamanager.data = None
-    datamanager.camera_res_scale_factor = 1.0 / downscale
+    if dataparser == "colmap":
+        datamanager.dataparser.colmap_path = find_colmap_model(data) or datamanager.dataparser.colmap_path
+    parser_factor = prescaled_factor(data, dataparser, downscale)
+    if hasattr(datamanager.dataparser, "downscale_factor"):  # pinned: its auto mode would downscale on its own
+        datamanager.dataparser.downscale_factor = parser_factor
+    datamanager.camera_res_scale_factor = parser_factor / downscale
     config.machine.device_type = device
     config.machine.seed = seed
     config.vis = "tensorboard"

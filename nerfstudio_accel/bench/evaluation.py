@@ -1,4 +1,4 @@
-"""Scoring a pipeline on every view of its evaluation split, in the shape ``ns-eval`` writes.
+"""Scoring a pipeline on the views of its evaluation split (all, or evenly spaced ones), in the shape ``ns-eval`` writes.
 
 Every method is scored by the same code: the RGBA target composited over one background (white,
 what accel methods and nerfstudio's blender parser evaluate on), so methods that keep or drop
@@ -8,7 +8,7 @@ alpha are compared alike, whatever each model's own ``get_image_metrics_and_imag
 from __future__ import annotations
 
 import time
-from typing import Callable, Dict, List, Sequence
+from typing import Callable, Dict, List, Optional, Sequence
 
 import torch
 from jaxtyping import Float
@@ -31,27 +31,53 @@ def mean_and_std(per_view: Sequence[Dict[str, float]]) -> Dict[str, float]:
     return summary
 
 
+def evenly_spaced_views(count: Optional[int], total: int) -> List[int]:
+    """``count`` view indices spread evenly over ``range(total)``, first and last included:
+    ``round(linspace(0, total - 1, count))`` with halves rounded up (so the indices are distinct);
+    every view when ``count`` is ``None`` or at least ``total``.
+
+    >>> evenly_spaced_views(5, 20)
+    [0, 5, 10, 14, 19]
+    >>> evenly_spaced_views(1, 20), evenly_spaced_views(None, 3)
+    ([0], [0, 1, 2])
+    """
+    if count is None or count >= total:
+        return list(range(total))
+    if count == 1:
+        return [0]
+    # round(i * (total - 1) / (count - 1)) in integers, halves up: floor((2 i (total - 1) + (count - 1)) / (2 (count - 1)))
+    return [(2 * i * (total - 1) + count - 1) // (2 * (count - 1)) for i in range(count)]
+
+
 @torch.no_grad()
-def evaluate_views(pipeline, score: ImageScorer = psnr_and_ssim, background=(1.0, 1.0, 1.0)) -> Dict[str, float]:
-    """Mean and std over every eval view of the image metrics ``score`` returns (PSNR in dB, SSIM,
-    LPIPS when the scorer has it) and of render speed (``num_rays_per_sec``, ``fps``), keyed as
-    ``ns-eval`` keys them. Render time is measured with the device synchronized."""
+def evaluate_views(
+    pipeline, score: ImageScorer = psnr_and_ssim, background=(1.0, 1.0, 1.0), views: Optional[Sequence[int]] = None
+) -> Dict[str, float]:
+    """Mean and std over the eval views (``views``: their indices; default every view) of the image metrics
+    ``score`` returns (PSNR in dB, SSIM, LPIPS when the scorer has it), of render speed (``num_rays_per_sec``,
+    ``fps``) and, for models that report it (accel methods, nerfstudio's instant-ngp), of the samples
+    marched per ray (``num_samples_per_ray``), keyed as ``ns-eval`` keys them; plus ``views``, how many
+    views were scored, of ``views_total``. Render time is measured with the device synchronized."""
     was_training = pipeline.training
     pipeline.eval()
     dataset = pipeline.datamanager.eval_dataset
     device = torch.device(pipeline.device)
     synchronize = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
+    indices = list(range(len(dataset))) if views is None else list(views)
     per_view: List[Dict[str, float]] = []
-    for index in range(len(dataset)):
+    for index in indices:
         camera = dataset.cameras[index : index + 1].to(device)
         synchronize()
         start = time.perf_counter()
-        rgb = pipeline.model.get_outputs_for_camera(camera)["rgb"]
+        outputs = pipeline.model.get_outputs_for_camera(camera)
+        rgb = outputs["rgb"]
         synchronize()
         seconds = max(time.perf_counter() - start, 1e-9)
         target = dataset.get_image_float32(index).to(rgb.device)
         view = score(rgb, composite_ground_truth(target, torch.tensor(background, device=rgb.device)))
         view.update(num_rays_per_sec=rgb.shape[0] * rgb.shape[1] / seconds, fps=1.0 / seconds)
+        if "num_samples_per_ray" in outputs:
+            view["num_samples_per_ray"] = float(outputs["num_samples_per_ray"].float().mean())
         per_view.append(view)
     pipeline.train(was_training)
-    return mean_and_std(per_view)
+    return {**mean_and_std(per_view), "views": len(indices), "views_total": len(dataset)}

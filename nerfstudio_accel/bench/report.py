@@ -4,7 +4,9 @@ Each method's entry in ``results.json`` is shaped like an ``ns-eval`` output (``
 ``method_name``, ``checkpoint``, ``results``), so tools that read ``ns-eval`` files read it too; the
 ``results`` values are medians over the method's repeats. Beside them: ``status`` (``ok``,
 ``unsupported``, ``failed``) and its one-line ``reason``, training figures with their median, min
-and max (``summary``), the median PSNR-against-training-time ``curve``, and every run (``runs``).
+and max (``summary``; samples per ray is the final evaluation's mean over the test views, for models
+that report it), the median PSNR-against-training-time ``curve`` (each point says how many test views it
+scored: ``views`` of ``views_total``), and every run (``runs``).
 """
 
 from __future__ import annotations
@@ -55,7 +57,8 @@ def summarize_method(spec: MethodSpec, scene: str, runs: List[Dict], unsupported
     entry["summary"] = {
         key: _spread([run[key] for run in good]) for key in SUMMARY_KEYS if all(run.get(key) is not None for run in good)
     }
-    entry["summary"].update({key: _spread([run["results"][key] for run in good]) for key in ("psnr", "ssim", "lpips") if key in entry["results"]})
+    scored = ("psnr", "ssim", "lpips", "num_samples_per_ray")
+    entry["summary"].update({key: _spread([run["results"][key] for run in good]) for key in scored if key in entry["results"]})
     entry["peak_memory_kind"] = good[0]["peak_memory_kind"]
     entry["curve"] = _median_curve([run["curve"] for run in good])
     entry["runs"] = runs
@@ -72,23 +75,34 @@ def _cell(summary: Dict, key: str, digits: int) -> str:
     return text
 
 
+def _views_note(point: Dict) -> str:
+    """``", psnr on 5 of 20 views"`` for a curve point that scored part of the test split, else ``""``."""
+    views, total = point.get("views"), point.get("views_total")
+    return f", psnr on {views:.0f} of {total:.0f} views" if views is not None and total is not None and views < total else ""
+
+
 def markdown_table(meta: Dict, methods: Sequence[Dict]) -> str:
     """``results.md``: the settings, one row per method, and PSNR against training time."""
     repeats = meta["repeats"]
+    eval_views, parser_factor = meta.get("eval_views"), meta.get("parser_downscale_factor", 1)
     lines = [
         f"# ns-accel-bench: {meta['scene']} on {meta['device_name']}, {meta['budget_seconds']:g} s of training per method",
         "",
         f"Command: `{meta['command']}`",
         "",
-        f"Data `{meta['data']}` ({meta['dataparser']}, downscale {meta['downscale']:g}), seed {meta['seed']}, "
+        f"Data `{meta['data']}` ({meta['dataparser']}, downscale {meta['downscale']:g}"
+        + (f", the capture's own images_{parser_factor}" if parser_factor > 1 else "")
+        + f"), seed {meta['seed']}, "
         f"torch {meta['versions']['torch']}, nerfstudio {meta['versions']['nerfstudio']}, nerfacc {meta['versions']['nerfacc']}, "
         f"{meta['threads']} CPU threads. Each method first trains one untimed warm-up step (lazy CUDA loads and "
         "compiles), and evaluation time is not counted in the budget; metrics are means over "
-        "every view of the test split, RGBA targets composited over white."
+        "every view of the test split, RGBA targets composited over white"
+        + (f" (evaluations before the last score {eval_views} evenly spaced test view{'s' if eval_views > 1 else ''}, --eval-views)." if eval_views else ".")
+        + " Training rays/s and samples/step are training figures; samples/ray is the final evaluation's."
         + (f" Values are medians over {repeats} repeats, (min–max) beside them." if repeats > 1 else ""),
         "",
-        "| method | steps | ms/step | rays/s | samples/step | PSNR (dB) | SSIM | LPIPS | peak memory (MB) | graph (MB) | b/B | note |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
+        "| method | steps | ms/step | train rays/s | samples/step | samples/ray | PSNR (dB) | SSIM | LPIPS | peak memory (MB) | graph (MB) | b/B | note |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
     ]
     for method in methods:
         summary = method.get("summary", {})
@@ -102,19 +116,19 @@ def markdown_table(meta: Dict, methods: Sequence[Dict]) -> str:
                 note += f"; {skipped_steps:.0f} non-finite steps skipped"
         cells = [
             _cell(summary, "steps", 0), _cell(summary, "ms_per_step", 1), _cell(summary, "rays_per_second", 0),
-            _cell(summary, "samples_per_step", 0), _cell(summary, "psnr", 2), _cell(summary, "ssim", 3),
+            _cell(summary, "samples_per_step", 0), _cell(summary, "num_samples_per_ray", 1), _cell(summary, "psnr", 2), _cell(summary, "ssim", 3),
             _cell(summary, "lpips", 3), _cell(summary, "peak_memory_mb", 0), _cell(summary, "graph_mb", 1),
             _cell(summary, "hard_mining_fraction", 2),
         ]  # fmt: skip
         lines.append(f"| `{method['method_name']}` | " + " | ".join(cells) + f" | {note} |")
     curves = [method for method in methods if method.get("curve")]
     if curves:
-        lines += ["", "PSNR (dB) against training time (s), step in brackets:", ""]
+        lines += ["", "PSNR (dB) against training time (s), step in brackets, and the test views scored where not all:", ""]
         width = max(len(method["curve"]) for method in curves)
         lines.append("| method | " + " | ".join(f"point {index + 1}" for index in range(width)) + " |")
         lines.append("|---|" + "---:|" * width)
         for method in curves:
-            points = [f"{p['psnr']:.2f} @ {p['seconds']:.0f} s ({p['step']:.0f})" for p in method["curve"]]
+            points = [f"{p['psnr']:.2f} @ {p['seconds']:.0f} s ({p['step']:.0f}){_views_note(p)}" for p in method["curve"]]
             lines.append(f"| `{method['method_name']}` | " + " | ".join(points + [""] * (width - len(points))) + " |")
     lines += ["", "![PSNR against training time](psnr_vs_time.png)", ""]
     return "\n".join(lines)

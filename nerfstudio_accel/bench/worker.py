@@ -66,7 +66,7 @@ def run(request: Dict, emit: Callable[..., None]) -> Dict:
     """Train and score the request's method; returns the run's result (see ``ns-accel-bench``'s results.json)."""
     from nerfstudio_accel.bench.budget import train_for_budget
     from nerfstudio_accel.bench.configs import MethodSpec, build_config
-    from nerfstudio_accel.bench.evaluation import evaluate_views
+    from nerfstudio_accel.bench.evaluation import evaluate_views, evenly_spaced_views
     from nerfstudio_accel.bench.memory import training_graph_bytes
     from nerfstudio_accel.metrics import ImageMetrics, psnr_and_ssim
 
@@ -90,8 +90,10 @@ def run(request: Dict, emit: Callable[..., None]) -> Dict:
                 emit(event="progress", seconds=budget_run.train_seconds, step=budget_run.steps)
 
         def evaluate(final: bool) -> Dict[str, float]:
+            """Every test view at the end; before it, ``eval_views`` evenly spaced ones when the request says so."""
             emit(event="evaluating")
-            return evaluate_views(pipeline, final_scorer if final else psnr_and_ssim)
+            views = evenly_spaced_views(None if final else request.get("eval_views"), len(pipeline.datamanager.eval_dataset))
+            return evaluate_views(pipeline, final_scorer if final else psnr_and_ssim, views=views)
 
         budget_run = train_for_budget(
             trainer,
@@ -99,13 +101,13 @@ def run(request: Dict, emit: Callable[..., None]) -> Dict:
             max_steps=request["max_steps"],
             eval_points=request["eval_points"],
             evaluate=evaluate,
-            on_eval=lambda point: emit(event="eval", **{key: point[key] for key in ("seconds", "step", "psnr")}),
+            on_eval=lambda point: emit(event="eval", **{key: point[key] for key in ("seconds", "step", "psnr", "views", "views_total")}),
             on_step=on_step,
             tracked=TRACKED_METRICS,
         )
         graph_bytes = training_graph_bytes(trainer, budget_run.steps + 1)
     final = budget_run.curve[-1]
-    curve_keys = ("seconds", "step", "psnr", "ssim") + TRACKED_METRICS
+    curve_keys = ("seconds", "step", "psnr", "ssim", "num_samples_per_ray", "views", "views_total") + TRACKED_METRICS
     return {
         "steps": budget_run.steps,
         "train_seconds": budget_run.train_seconds,
@@ -118,7 +120,7 @@ def run(request: Dict, emit: Callable[..., None]) -> Dict:
         "peak_memory_kind": budget_run.peak_memory_kind,
         "graph_mb": graph_bytes / 2**20,
         **budget_run.tracked_means,
-        "results": {key: value for key, value in final.items() if key not in ("seconds", "step", *TRACKED_METRICS)},
+        "results": {key: value for key, value in final.items() if key not in ("seconds", "step", "views", "views_total", *TRACKED_METRICS)},
         "curve": [{key: point[key] for key in curve_keys if key in point} for point in budget_run.curve],
     }
 

@@ -8,16 +8,24 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Iterable, List
+from typing import Iterable, List, Optional, Tuple, Union
 
 from PIL import Image
+
+INTRINSICS_KEYS = ("fl_x", "fl_y", "cx", "cy", "w", "h")
+"""Camera intrinsics nerfstudio-data reads from ``transforms.json``, at the top level or in every frame (pixels)."""
+
+COLMAP_MODEL_FOLDERS = ("colmap/sparse/0", "sparse/0", "sparse")
+"""Where COLMAP models sit under a scene folder: ``ns-process-data``'s layout (the colmap parser's default
+``--colmap-path``), then COLMAP's own (Mip-NeRF 360, Tanks and Temples)."""
 
 
 class SceneDataError(ValueError):
     """A scene folder that cannot be trained on; the message is one line with the fix."""
 
 
-def _load_frames(transforms_path: Path) -> List[dict]:
+def _load_transforms(transforms_path: Path) -> Tuple[dict, List[dict]]:
+    """The json's top level and its frames, each with ``file_path`` and ``transform_matrix``."""
     try:
         meta = json.loads(transforms_path.read_text())
     except json.JSONDecodeError as error:
@@ -28,7 +36,11 @@ def _load_frames(transforms_path: Path) -> List[dict]:
     for index, frame in enumerate(frames):
         if not isinstance(frame, dict) or "file_path" not in frame or "transform_matrix" not in frame:
             raise SceneDataError(f"{transforms_path}: frame {index} needs \"file_path\" and \"transform_matrix\"")
-    return frames
+    return meta, frames
+
+
+def _load_frames(transforms_path: Path) -> List[dict]:
+    return _load_transforms(transforms_path)[1]
 
 
 def _check_images(paths: Iterable[Path], listed_in: Path, same_size: bool = False) -> None:
@@ -98,5 +110,102 @@ def check_nerfstudio_scene(data: Path) -> None:
                 f"{data} is a Blender-format scene (transforms_train.json); add the subcommand: ... blender-data --data {data}"
             )
         raise SceneDataError(f"{data} has no transforms.json; run ns-process-data on your capture first")
-    frames = _load_frames(transforms)
+    meta, frames = _load_transforms(transforms)
+    _check_intrinsics(meta, frames, transforms)
     _check_images((transforms.parent / f["file_path"] for f in frames), transforms)
+
+
+def _check_intrinsics(meta: dict, frames: List[dict], transforms: Path) -> None:
+    """Each of :data:`INTRINSICS_KEYS` at the top level or in every frame, as nerfstudio-data reads them."""
+    missing = [key for key in INTRINSICS_KEYS if key not in meta and any(key not in frame for frame in frames)]
+    if not missing:
+        return
+    index = next(i for i, frame in enumerate(frames) if any(key not in frame for key in missing))
+    angle_hint = ""
+    if "camera_angle_x" in meta and "fl_x" in missing:
+        angle_hint = " (camera_angle_x is not read: fl_x = w / (2 tan(camera_angle_x / 2)))"
+    raise SceneDataError(
+        f"{transforms} has no camera intrinsics {', '.join(missing)} (neither at the top level nor in frame {index}); "
+        f"add fl_x, fl_y, cx, cy, w, h in pixels at the top level or to every frame{angle_hint}, "
+        "or rerun ns-process-data on the capture"
+    )
+
+
+def find_colmap_model(data: Path) -> Optional[Path]:
+    """The first of :data:`COLMAP_MODEL_FOLDERS` under ``data`` that holds a COLMAP model (``cameras.bin``
+    or ``cameras.txt``), relative to ``data``; ``None`` if none does."""
+    for folder in COLMAP_MODEL_FOLDERS:
+        if _model_format(Path(data) / folder) is not None:
+            return Path(folder)
+    return None
+
+
+def _model_format(model: Path) -> Optional[str]:
+    """``".bin"`` or ``".txt"``: the format of the COLMAP model in ``model`` (by its cameras file), else ``None``."""
+    for ext in (".bin", ".txt"):
+        if (model / f"cameras{ext}").is_file():
+            return ext
+    return None
+
+
+def _registered_image_names(model: Path, ext: str) -> List[str]:
+    """Names of the images in ``model``'s ``images.bin``/``images.txt``, relative to the images folder."""
+    from nerfstudio.data.utils import colmap_parsing_utils as colmap_utils
+
+    read = colmap_utils.read_images_binary if ext == ".bin" else colmap_utils.read_images_text
+    try:
+        images = read(model / f"images{ext}")
+    except Exception as error:
+        raise SceneDataError(
+            f"{model / f'images{ext}'} cannot be read as a COLMAP model ({type(error).__name__}: {error}); rerun COLMAP's mapper"
+        ) from None
+    return [images[key].name for key in sorted(images)]
+
+
+def check_colmap_scene(
+    data: Path,
+    colmap_path: Union[Path, str] = "colmap/sparse/0",
+    images_path: Union[Path, str] = "images",
+    load_3D_points: bool = True,
+) -> None:
+    """A COLMAP scene as nerfstudio's ``colmap`` parser reads it: the model in ``data / colmap_path``
+    (``cameras``, ``images`` and, with ``load_3D_points``, ``points3D``, all ``.bin`` or all ``.txt``) and
+    every image it registers, decodable, in ``data / images_path``. The arguments are the parser's
+    ``--data``, ``--colmap-path``, ``--images-path`` and ``--load-3D-points``."""
+    data, colmap_path, images_path = Path(data), Path(colmap_path), Path(images_path)
+    if not data.is_dir():
+        raise SceneDataError(f"scene folder {data} does not exist; pass --data <folder with {images_path}/ and {colmap_path}/>")
+    model = data / colmap_path
+    ext = _model_format(model)
+    if ext is None:
+        raise SceneDataError(_no_colmap_model_message(data, colmap_path, model))
+    for name in ("images",) + (("points3D",) if load_3D_points else ()):
+        if not (model / f"{name}{ext}").is_file():
+            fix = "pass colmap --load-3D-points False or rerun COLMAP's mapper" if name == "points3D" else "rerun COLMAP's mapper"
+            raise SceneDataError(f"{model} has cameras{ext} but no {name}{ext}, which the colmap parser reads; {fix}")
+    images = data / images_path
+    if not images.is_dir():
+        raise SceneDataError(
+            f"{data} has no images folder {images} (the colmap parser's --images-path {images_path}); put the photos "
+            "COLMAP registered there or pass colmap --images-path <their folder, relative to --data>"
+        )
+    names = _registered_image_names(model, ext)
+    if not names:
+        raise SceneDataError(f"{model / f'images{ext}'} registers no image; rerun COLMAP's mapper on the photos")
+    _check_images((images / name for name in names), model / f"images{ext}")
+
+
+def _no_colmap_model_message(data: Path, colmap_path: Path, model: Path) -> str:
+    """Why ``model`` is not a COLMAP model, and the ``colmap`` flag or parser that reads ``data`` instead."""
+    looked = f"{data} has no COLMAP model in {model} (no cameras.bin or cameras.txt; the colmap parser reads --colmap-path {colmap_path} under --data)"
+    found = find_colmap_model(data)
+    if found is not None:
+        return f"{looked}, but {data / found} holds one; pass colmap --colmap-path {found} --data {data}"
+    if (data / "transforms.json").is_file():
+        return f"{looked}; it has transforms.json, so read it with nerfstudio-data --data {data}"
+    if (data / "transforms_train.json").is_file():
+        return f"{looked}; it is a Blender-format scene, so read it with blender-data --data {data}"
+    return (
+        f"{looked}; run COLMAP on the photos (ns-process-data images writes colmap/sparse/0) "
+        "or pass colmap --colmap-path <model folder, relative to --data>"
+    )

@@ -18,10 +18,11 @@ from typing import Literal, Optional, Type
 
 import torch
 from nerfstudio.data.dataparsers.blender_dataparser import BlenderDataParserConfig
+from nerfstudio.data.dataparsers.colmap_dataparser import ColmapDataParserConfig
 from nerfstudio.data.dataparsers.nerfstudio_dataparser import NerfstudioDataParserConfig
 from nerfstudio.pipelines.dynamic_batch import DynamicBatchPipeline, DynamicBatchPipelineConfig
 
-from nerfstudio_accel.data.validation import SceneDataError, check_blender_scene, check_nerfstudio_scene
+from nerfstudio_accel.data.validation import SceneDataError, check_blender_scene, check_colmap_scene, check_nerfstudio_scene
 
 logger = logging.getLogger(__name__)
 
@@ -68,6 +69,8 @@ def check_scene(config: AccelPipelineConfig, test_mode: str) -> None:
         check_blender_scene(data, splits)
     elif isinstance(parser, NerfstudioDataParserConfig):
         check_nerfstudio_scene(data)
+    elif isinstance(parser, ColmapDataParserConfig):
+        check_colmap_scene(data, parser.colmap_path, parser.images_path, parser.load_3D_points)
 
 
 def prepare_model_config(config: AccelPipelineConfig) -> None:

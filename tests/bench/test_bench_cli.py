@@ -1,17 +1,20 @@
 """``ns-accel-bench`` as a user types it: a tiny-budget run writes its three files, unsupported and
-failing methods get a row with the reason, and bad arguments stop it with one line before any training."""
+failing methods get a row with the reason, and bad arguments stop it with one line before any training;
+``--eval-views`` and ``--dataparser colmap`` reach the runs."""
 
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
-from typing import List, Tuple
+from typing import Dict, List, Tuple
 
 import pytest
 import torch
 from PIL import Image
 
-from nerfstudio_accel.bench.cli import main
+from nerfstudio_accel.bench import cli
+from nerfstudio_accel.bench.cli import main, parse_arguments
 
 NERFACC_ON_CPU = "accel-ngp:--pipeline.model.sampler-backend=nerfacc"
 
@@ -30,12 +33,12 @@ def test_tiny_budget_bench_writes_results_table_and_plot(tiny_scene: Path, tmp_p
     out = tmp_path / "bench"
     code, stdout, stderr = run_cli(
         "ns-accel-bench", "--data", tiny_scene, "--methods", f"accel-ngp,instant-ngp,{NERFACC_ON_CPU}",
-        "--budget-seconds", "2", "--eval-points", "2", "--repeats", "2", "--device", "cpu", "--out", out, timeout=600,
+        "--budget-seconds", "2", "--eval-points", "2", "--eval-views", "1", "--repeats", "2", "--device", "cpu", "--out", out, timeout=600,
     )  # fmt: skip
     assert code == 1, stderr  # one method failed; the others still ran and were written
     assert "Traceback" not in stdout + stderr
     saved = json.loads((out / "results.json").read_text())
-    assert saved["meta"]["device"] == "cpu" and saved["meta"]["repeats"] == 2
+    assert saved["meta"]["device"] == "cpu" and saved["meta"]["repeats"] == 2 and saved["meta"]["eval_views"] == 1
     ngp, ingp, nerfacc = saved["methods"]
 
     assert ngp["method_name"] == "accel-ngp" and ngp["status"] == "ok" and ngp["experiment_name"] == tiny_scene.name
@@ -48,9 +51,14 @@ def test_tiny_budget_bench_writes_results_table_and_plot(tiny_scene: Path, tmp_p
         assert run["warmup_seconds"] > 0 and run["skipped_steps"] == 0
         assert run["peak_memory_kind"] == "process_peak_rss" and run["peak_memory_mb"] > 0 and run["graph_mb"] > 0
         assert 0.0 < run["hard_mining_fraction"] <= 1.0 and run["rays_per_second"] > 0 and run["samples_per_step"] > 0
+        # --eval-views 1: points before the last score 1 of the 2 test views, the last scores both.
+        assert [(point["views"], point["views_total"]) for point in run["curve"]] == [(1, 2)] * (len(run["curve"]) - 1) + [(2, 2)]
+        assert all(point["num_samples_per_ray"] > 0 for point in run["curve"])
     results = ngp["results"]
     assert 5.0 < results["psnr"] < 60.0 and 0.0 < results["ssim"] <= 1.0
     assert results["num_rays_per_sec"] > 0 and results["fps"] > 0 and results["psnr_std"] >= 0
+    assert results["num_samples_per_ray"] > 0 and "views" not in results  # ns-eval's keys only
+    assert ngp["summary"]["num_samples_per_ray"]["min"] <= results["num_samples_per_ray"]
     assert ngp["summary"]["psnr"]["min"] <= results["psnr"] <= ngp["summary"]["psnr"]["max"]
 
     assert ingp["status"] == "unsupported" and "CUDA device" in ingp["reason"] and ingp["runs"] == []
@@ -77,6 +85,8 @@ def test_missing_required_argument_is_one_line(capsys, tiny_scene: Path):
         (["--budget-seconds", "0"], "--budget-seconds must be positive, got 0"),
         (["--budget-seconds", "nan"], "--budget-seconds must be positive, got nan"),
         (["--repeats", "0"], "--repeats must be at least 1, got 0"),
+        (["--eval-views", "0"], "--eval-views must be at least 1, got 0"),
+        (["--dataparser", "colmpa"], "argument --dataparser: invalid choice: 'colmpa' (choose from 'auto', 'blender-data', 'nerfstudio-data', 'colmap')"),
         (["--downscale", "0.5"], "--downscale must be at least 1"),
         (["--device", "tpu"], "argument --device: invalid choice: 'tpu'"),
     ],
@@ -102,7 +112,55 @@ def test_bad_methods_stop_before_training_with_one_line(capsys, tiny_scene: Path
 
 def test_bad_data_folder_is_one_line(capsys, tmp_path: Path):
     code, err = bench_error(capsys, ["--data", str(tmp_path / "nope"), "--methods", "accel-ngp", "--out", str(tmp_path / "out")])
-    assert code == 2 and err.strip() == f"ns-accel-bench: error: --data {tmp_path / 'nope'} is not a folder; point it at a scene (Blender or nerfstudio format)"
+    assert code == 2 and err.strip() == f"ns-accel-bench: error: --data {tmp_path / 'nope'} is not a folder; point it at a scene (Blender, nerfstudio or COLMAP format)"
+
+
+def test_bad_scene_files_stop_the_bench_before_training(capsys, tiny_scene: Path, tmp_path: Path):
+    """The checks ns-train runs for accel methods run once for every method: one line, nothing trained."""
+    scene = tmp_path / "scene"
+    shutil.copytree(tiny_scene, scene)
+    (scene / "test" / "r_1.png").write_bytes(b"not a PNG")
+    code, err = bench_error(capsys, ["--data", str(scene), "--methods", "nerfacto", "--out", str(tmp_path / "out")])
+    assert code == 2 and "cannot be decoded" in err and str(scene / "test" / "r_1.png") in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "out").exists()
+
+
+def fake_worker(requests: List[Dict]):
+    """A stand-in for ``run_worker`` that records each request and reports a run with a partial first point."""
+
+    def run_worker(request: Dict, log_path: Path, on_event) -> Dict:
+        requests.append(request)
+        on_event({"event": "eval", "seconds": 0.5, "step": 3, "psnr": 10.0, "views": 1, "views_total": 2})
+        return {
+            "status": "ok", "steps": 5, "train_seconds": 1.0, "ms_per_step": 200.0, "warmup_seconds": 0.1, "skipped_steps": 0,
+            "rays_per_second": 1000.0, "samples_per_step": 5000.0, "peak_memory_mb": 1.0, "peak_memory_kind": "process_peak_rss",
+            "graph_mb": 1.0, "results": {"psnr": 12.0, "psnr_std": 0.0, "ssim": 0.5, "ssim_std": 0.0, "num_samples_per_ray": 6.5, "num_samples_per_ray_std": 1.0},
+            "curve": [{"seconds": 0.5, "step": 3, "psnr": 10.0, "views": 1, "views_total": 2}, {"seconds": 1.0, "step": 6, "psnr": 12.0, "views": 2, "views_total": 2}],
+        }  # fmt: skip
+
+    return run_worker
+
+
+def test_eval_views_reach_the_worker_request_and_the_report(capsys, monkeypatch, tiny_scene: Path, tmp_path: Path):
+    requests: List[Dict] = []
+    monkeypatch.setattr(cli, "run_worker", fake_worker(requests))
+    out = tmp_path / "out"
+    assert main(["--data", str(tiny_scene), "--methods", "accel-ngp", "--eval-views", "1", "--budget-seconds", "1", "--device", "cpu", "--out", str(out)]) == 0
+    assert [request["eval_views"] for request in requests] == [1]
+    assert "(1 of 2 views)" in capsys.readouterr().err  # the evaluation's progress line
+    saved = json.loads((out / "results.json").read_text())
+    assert saved["meta"]["eval_views"] == 1 and saved["methods"][0]["curve"][0]["views"] == 1
+    table = (out / "results.md").read_text()
+    assert "10.00 @ 0 s (3), psnr on 1 of 2 views |" in table and "12.00 @ 1 s (6) |" in table
+    assert "samples/ray" in table and "| 6.5 |" in table
+    requests.clear()
+    main(["--data", str(tiny_scene), "--methods", "accel-ngp", "--budget-seconds", "1", "--device", "cpu", "--out", str(out), "--overwrite"])
+    assert requests[0]["eval_views"] is None  # default: every view at every evaluation
+
+
+def test_colmap_is_a_dataparser_choice(tmp_path: Path):
+    args = parse_arguments(["--data", str(tmp_path), "--methods", "accel-ngp", "--dataparser", "colmap", "--out", str(tmp_path / "out")])
+    assert args.dataparser == "colmap" and args.eval_views is None
 
 
 def test_existing_results_are_kept_without_overwrite(capsys, tiny_scene: Path, tmp_path: Path):

@@ -7,7 +7,16 @@ from pathlib import Path
 
 import pytest
 
-from nerfstudio_accel.bench.configs import BenchError, MethodSpec, build_config, parse_methods, resolve_dataparser, unsupported_reason
+from nerfstudio_accel.bench.configs import (
+    BenchError,
+    MethodSpec,
+    build_config,
+    check_data,
+    parse_methods,
+    prescaled_factor,
+    resolve_dataparser,
+    unsupported_reason,
+)
 
 
 def test_method_entries_split_on_commas_with_flags_after_a_colon():
@@ -48,6 +57,63 @@ def test_dataparser_follows_the_scene_files(tiny_scene: Path, tmp_path: Path):
         resolve_dataparser(tmp_path, "auto")
     with pytest.raises(BenchError, match="not a folder"):
         resolve_dataparser(tmp_path / "missing", "auto")
+    with pytest.raises(BenchError, match="no COLMAP model .* in colmap/sparse/0, sparse/0, sparse, which --dataparser colmap reads"):
+        resolve_dataparser(captured, "colmap")
+
+
+def colmap_folder(root: Path, model: str = "sparse/0", prescaled: tuple = ()) -> Path:
+    """A COLMAP-layout folder as far as the bench looks before training: a model's cameras file and photos in
+    images/ (and images_N/ for each N in ``prescaled``)."""
+    (root / model).mkdir(parents=True)
+    (root / model / "cameras.bin").write_bytes(b"")
+    for folder in ("images", *(f"images_{factor}" for factor in prescaled)):
+        (root / folder).mkdir()
+        for name in ("a.jpg", "b.jpg"):
+            (root / folder / name).write_bytes(b"")
+    return root
+
+
+def test_colmap_scenes_are_found_with_the_model_where_colmap_wrote_it(tmp_path: Path):
+    from nerfstudio.data.dataparsers.colmap_dataparser import ColmapDataParserConfig
+
+    mipnerf_like = colmap_folder(tmp_path / "garden", "sparse/0", prescaled=(4,))
+    assert resolve_dataparser(mipnerf_like, "auto") == resolve_dataparser(mipnerf_like, "colmap") == "colmap"
+    spec = MethodSpec.parse("accel-ngp")
+    config = build_config(spec, mipnerf_like, "colmap", 4.0, "cpu", 0, tmp_path)
+    parser = config.pipeline.datamanager.dataparser
+    assert isinstance(parser, ColmapDataParserConfig) and parser.data == mipnerf_like and parser.colmap_path == Path("sparse/0")
+    # --downscale 4 with images_4/ there: the parser reads those (ns-train ... colmap --downscale-factor 4); no resize on top.
+    assert parser.downscale_factor == 4 and config.pipeline.datamanager.camera_res_scale_factor == 1.0
+    # Without images_2/, --downscale 2 resizes the originals on load; the parser's own factor is pinned to 1.
+    config = build_config(spec, mipnerf_like, "colmap", 2.0, "cpu", 0, tmp_path)
+    assert config.pipeline.datamanager.dataparser.downscale_factor == 1 and config.pipeline.datamanager.camera_res_scale_factor == 0.5
+    processed = colmap_folder(tmp_path / "processed", "colmap/sparse/0")
+    assert build_config(spec, processed, "colmap", 1.0, "cpu", 0, tmp_path).pipeline.datamanager.dataparser.colmap_path == Path("colmap/sparse/0")
+
+
+def test_downscale_maps_to_the_parsers_own_factor_only_where_its_images_exist(tiny_scene: Path, tmp_path: Path):
+    capture = tmp_path / "capture"
+    (capture / "images_2").mkdir(parents=True)
+    (capture / "transforms.json").write_text(json.dumps({"frames": [{"file_path": "images/a.png"}, {"file_path": "images/b.png"}]}))
+    (capture / "images_2" / "a.png").write_bytes(b"")
+    assert prescaled_factor(capture, "nerfstudio-data", 2.0) == 1  # b.png is not downscaled
+    (capture / "images_2" / "b.png").write_bytes(b"")
+    assert prescaled_factor(capture, "nerfstudio-data", 2.0) == 2
+    assert prescaled_factor(capture, "nerfstudio-data", 2.5) == prescaled_factor(capture, "nerfstudio-data", 1.0) == 1
+    assert prescaled_factor(tiny_scene, "blender-data", 2.0) == 1
+    config = build_config(MethodSpec.parse("nerfacto"), capture, "nerfstudio-data", 2.0, "cpu", 0, tmp_path)
+    assert config.pipeline.datamanager.dataparser.downscale_factor == 2 and config.pipeline.datamanager.camera_res_scale_factor == 1.0
+
+
+def test_scene_checks_become_one_line_bench_errors(tmp_path: Path):
+    folder = colmap_folder(tmp_path / "garden")  # a cameras.bin but no images.bin
+    with pytest.raises(BenchError, match=r"sparse/0 has cameras.bin but no images.bin"):
+        check_data(folder, "colmap")
+    capture = tmp_path / "capture"
+    capture.mkdir()
+    (capture / "transforms.json").write_text(json.dumps({"frames": [{"file_path": "a.png", "transform_matrix": []}]}))
+    with pytest.raises(BenchError, match="no camera intrinsics fl_x, fl_y, cx, cy, w, h"):
+        check_data(capture, "nerfstudio-data")
 
 
 def test_config_is_ns_trains_with_the_entry_flags_and_bench_settings(tiny_scene: Path, tmp_path: Path):

@@ -87,3 +87,25 @@ def test_plot_handles_single_and_repeated_runs(tmp_path: Path, repeats: int):
     entry = summarize_method(MethodSpec.parse("m"), "tiny", [fake_run(i + 1, 30.0 - i, 10.0) for i in range(repeats)])
     write_outputs(tmp_path, {**META, "repeats": repeats}, [entry])
     assert (tmp_path / "psnr_vs_time.png").stat().st_size > 1000
+
+
+def test_samples_per_ray_and_partial_evaluations_are_shown():
+    """samples/ray (the final evaluation's mean over views) gets a column when a method reports it; a curve
+    point scored on part of the test split (--eval-views) says on how many views."""
+    run = fake_run(1, 30.0, 10.0)
+    run["results"].update(num_samples_per_ray=12.25, num_samples_per_ray_std=3.0)
+    run["curve"][0].update(views=5, views_total=20)
+    run["curve"][1].update(views=20, views_total=20)
+    entry = summarize_method(MethodSpec.parse("m"), "tiny", [run])
+    plain = summarize_method(MethodSpec.parse("nerfacto"), "tiny", [fake_run(1, 25.0, 10.0)])
+    assert entry["summary"]["num_samples_per_ray"]["median"] == 12.25 and "num_samples_per_ray" not in plain["summary"]
+    assert (entry["curve"][0]["views"], entry["curve"][0]["views_total"]) == (5, 20)
+    table = markdown_table({**META, "eval_views": 5}, [entry, plain])
+    header = next(line for line in table.splitlines() if line.startswith("| method | steps"))
+    cells = {name: index for index, name in enumerate(part.strip() for part in header.split("|"))}
+    results_table = table.split("PSNR (dB) against training time")[0]
+    rows = {line.split("|")[1].strip(): line.split("|") for line in results_table.splitlines() if line.startswith("| `")}
+    assert rows["`m`"][cells["samples/ray"]].strip() == "12.2" and rows["`nerfacto`"][cells["samples/ray"]].strip() == "—"
+    assert rows["`m`"][cells["train rays/s"]].strip() == "4096"
+    assert "28.00 @ 0 s (5), psnr on 5 of 20 views |" in table and "30.00 @ 1 s (10) |" in table
+    assert "score 5 evenly spaced test views" in table
