@@ -19,6 +19,10 @@ from typing import Callable, NamedTuple
 import numba
 import numpy as np
 
+from nerfstudio_accel.numba_threads import choose_threading_layer
+
+choose_threading_layer()
+
 _HALF = np.float32(0.5)
 _ONE = np.float32(1.0)
 _PRIME_Y = np.int64(2654435761)

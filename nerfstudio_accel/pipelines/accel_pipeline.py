@@ -78,6 +78,9 @@ def prepare_model_config(config: AccelPipelineConfig) -> None:
     model, parser = config.model, config.datamanager.dataparser
     if getattr(model, "scene_contraction", None) == "auto":
         model.scene_contraction = "off" if isinstance(parser, BlenderDataParserConfig) else "on"
+    resolve_data_defaults = getattr(model, "resolve_data_defaults", None)
+    if resolve_data_defaults is not None:
+        resolve_data_defaults()
     if getattr(parser, "alpha_color", None) is not None and hasattr(model, "background"):
         parser.alpha_color = None  # keep RGBA: the model blends the background into prediction and target alike
 

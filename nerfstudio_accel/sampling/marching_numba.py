@@ -21,8 +21,10 @@ import torch
 from jaxtyping import Bool, Float, Int
 from torch import Tensor
 
-from nerfstudio_accel.numba_threads import PARALLEL_KERNELS
+from nerfstudio_accel.numba_threads import PARALLEL_KERNELS, choose_threading_layer
 from nerfstudio_accel.sampling.torch_ops import lattice_ranges
+
+choose_threading_layer()
 
 _HALF = np.float32(0.5)
 _ZERO = np.float32(0.0)
