@@ -63,10 +63,12 @@ class AccelNGPModelConfig(ModelConfig):
     has the benchmark behind this choice."""
     scene_contraction: Literal["auto", "on", "off"] = "auto"
     """Contract unbounded space into the grid. auto: off for blender-data, on for other data."""
-    num_samples: int = 48
-    """Proposal sampler: samples per ray for the main field."""
-    proposal_samples: Tuple[int, ...] = (256, 96)
-    """Proposal sampler: samples per ray in each proposal round (one proposal field per round)."""
+    num_samples: Optional[int] = None
+    """Proposal sampler: samples per ray for the main field; default 48 on CUDA (nerfacc's choice), 32
+    elsewhere (more rays per CPU second; docs/captured_scenes.md)."""
+    proposal_samples: Optional[Tuple[int, ...]] = None
+    """Proposal sampler: samples per ray in each proposal round (one proposal field per round); default
+    256 96 on CUDA, 128 64 elsewhere."""
     proposal_max_res: Tuple[int, ...] = (128, 256)
     """Proposal sampler: finest hash-grid resolution of each proposal field."""
     proposal_log2_hashmap_size: int = 17
@@ -135,6 +137,10 @@ class AccelNGPModelConfig(ModelConfig):
             self.log2_hashmap_size = 19 if on_cuda else 15
         if self.grid_resolution is None:
             self.grid_resolution = 128 if on_cuda else 64
+        if self.num_samples is None:
+            self.num_samples = 48 if on_cuda else 32
+        if self.proposal_samples is None:
+            self.proposal_samples = (256, 96) if on_cuda else (128, 64)
         self.implementation = resolve_implementation(self.implementation, device_type)
         if self.hash_backend == "auto":
             self.hash_backend = resolve_hash_backend(self.hash_backend, device_type)
@@ -150,7 +156,7 @@ class AccelNGPModelConfig(ModelConfig):
             self.appearance_embedding_dim = 32 if contract else 0
         if self.max_samples_per_ray is None:
             self.max_samples_per_ray = 256 if contract else 1024
-        if self.sampler == "proposal" and len(self.proposal_samples) != len(self.proposal_max_res):
+        if self.sampler == "proposal" and self.proposal_samples is not None and len(self.proposal_samples) != len(self.proposal_max_res):
             raise SystemExit(
                 f"error: --pipeline.model.proposal-samples names {len(self.proposal_samples)} rounds but "
                 f"--pipeline.model.proposal-max-res {len(self.proposal_max_res)}; give one resolution per round"
@@ -176,6 +182,7 @@ class AccelNGPModel(Model):
             cfg.scene_contraction = "off"
         cfg.resolve_data_defaults()
         assert cfg.log2_hashmap_size is not None and cfg.grid_resolution is not None
+        assert cfg.num_samples is not None and cfg.proposal_samples is not None
         check_implementation(cfg.implementation, device.type, "accel-ngp")
         contract = cfg.scene_contraction == "on"
         aabb = self.scene_box.aabb.float()

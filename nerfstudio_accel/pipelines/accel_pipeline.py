@@ -41,7 +41,9 @@ class AccelPipelineConfig(DynamicBatchPipelineConfig):
 
     def resolve_device_defaults(self, device_type: str) -> None:
         """Fill unset device-dependent choices for ``device_type`` in place, the model's too (a CPU step
-        costs ~100x a GPU step per sample). AccelTrainer calls this before nerfstudio saves config.yml."""
+        costs ~100x a GPU step per sample), and the data-dependent ones (:func:`prepare_model_config`).
+        AccelTrainer calls this before nerfstudio saves config.yml."""
+        prepare_model_config(self)
         on_cuda = device_type == "cuda"
         if self.target_num_samples is None:
             self.target_num_samples = 1 << 18 if on_cuda else 1 << 14
