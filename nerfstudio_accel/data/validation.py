@@ -141,8 +141,9 @@ def find_colmap_model(data: Path) -> Optional[Path]:
 
 
 def _model_format(model: Path) -> Optional[str]:
-    """``".bin"`` or ``".txt"``: the format of the COLMAP model in ``model`` (by its cameras file), else ``None``."""
-    for ext in (".bin", ".txt"):
+    """``".txt"`` or ``".bin"``: the format of the COLMAP model in ``model`` by its cameras file, text first as
+    nerfstudio's parser reads it, else ``None``."""
+    for ext in (".txt", ".bin"):
         if (model / f"cameras{ext}").is_file():
             return ext
     return None
@@ -169,7 +170,7 @@ def check_colmap_scene(
     load_3D_points: bool = True,
 ) -> None:
     """A COLMAP scene as nerfstudio's ``colmap`` parser reads it: the model in ``data / colmap_path``
-    (``cameras``, ``images`` and, with ``load_3D_points``, ``points3D``, all ``.bin`` or all ``.txt``) and
+    (``cameras`` and ``images`` in one format, text first; with ``load_3D_points``, ``points3D`` in either) and
     every image it registers, decodable, in ``data / images_path``. The arguments are the parser's
     ``--data``, ``--colmap-path``, ``--images-path`` and ``--load-3D-points``."""
     data, colmap_path, images_path = Path(data), Path(colmap_path), Path(images_path)
@@ -179,10 +180,13 @@ def check_colmap_scene(
     ext = _model_format(model)
     if ext is None:
         raise SceneDataError(_no_colmap_model_message(data, colmap_path, model))
-    for name in ("images",) + (("points3D",) if load_3D_points else ()):
-        if not (model / f"{name}{ext}").is_file():
-            fix = "pass colmap --load-3D-points False or rerun COLMAP's mapper" if name == "points3D" else "rerun COLMAP's mapper"
-            raise SceneDataError(f"{model} has cameras{ext} but no {name}{ext}, which the colmap parser reads; {fix}")
+    if not (model / f"images{ext}").is_file():
+        raise SceneDataError(f"{model} has cameras{ext} but no images{ext}, which the colmap parser reads; rerun COLMAP's mapper")
+    if load_3D_points and not any((model / f"points3D{suffix}").is_file() for suffix in (".bin", ".txt")):
+        raise SceneDataError(
+            f"{model} has cameras{ext} but no points3D.bin or points3D.txt, which the colmap parser reads; "
+            "pass colmap --load-3D-points False or rerun COLMAP's mapper"
+        )
     images = data / images_path
     if not images.is_dir():
         raise SceneDataError(

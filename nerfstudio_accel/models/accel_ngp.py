@@ -14,7 +14,7 @@ mining scores: it reuses the culling pass's density head, so scoring costs only 
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
+from dataclasses import MISSING, dataclass, field, fields
 from typing import Dict, List, Literal, Optional, Tuple, Type, Union
 
 import torch
@@ -78,7 +78,7 @@ class AccelNGPModelConfig(ModelConfig):
     """Proposal sampler: weight of the interlevel loss that trains the proposal fields."""
     max_samples_per_ray: Optional[int] = None
     """Occupancy sampler: a ray keeps at most this many samples in occupied cells, front to back (bounds
-    the cost of a young, foggy field); default 1024 bounded, 256 contracted."""
+    the cost of a young, foggy field); default 1024 bounded, 256 contracted; 0: no cap."""
     appearance_embedding_dim: Optional[int] = None
     """Per-image appearance vector fed to the colour MLP (exposure, white balance); evaluation uses the
     mean vector. 0: none. Default 0 without scene contraction (synthetic), 32 with it (captures)."""
@@ -139,12 +139,25 @@ class AccelNGPModelConfig(ModelConfig):
             self.grid_resolution = 128 if on_cuda else 64
         if self.num_samples is None:
             self.num_samples = 48 if on_cuda else 32
-        if self.proposal_samples is None:
-            self.proposal_samples = (256, 96) if on_cuda else (128, 64)
+        if self.proposal_samples is None:  # one count per proposal field
+            counts = (256, 96) if on_cuda else (128, 64)
+            self.proposal_samples = tuple(counts[min(i, 1)] for i in range(len(self.proposal_max_res)))
         self.implementation = resolve_implementation(self.implementation, device_type)
         if self.hash_backend == "auto":
             self.hash_backend = resolve_hash_backend(self.hash_backend, device_type)
             logger.info("accel-ngp: hash encoding backend %s on %s (--pipeline.model.hash-backend)", self.hash_backend, device_type)
+
+    def __setstate__(self, state: Dict) -> None:
+        """Open a config.yml saved by an older version: nerfstudio loads it without ``__init__``, so fields
+        added since (some with ``default_factory``, which leaves no class attribute) get their defaults;
+        one saved before the proposal sampler existed keeps the model it described (occupancy grid, no
+        appearance embedding, no per-ray cap) so its checkpoint loads."""
+        if "sampler" not in state:
+            state = {"sampler": "occupancy", "appearance_embedding_dim": 0, "max_samples_per_ray": 0, **state}
+        for spec in fields(self):
+            if spec.name not in state and spec.default_factory is not MISSING:  # type: ignore[misc]
+                state[spec.name] = spec.default_factory()  # type: ignore[misc]
+        self.__dict__.update(state)
 
     def resolve_data_defaults(self) -> None:
         """Fill the choices that follow from ``scene_contraction`` (resolved from the data parser first)."""
@@ -227,7 +240,7 @@ class AccelNGPModel(Model):
             far_plane=cfg.far_plane,
             alpha_threshold=cfg.alpha_threshold,
             early_stop_eps=cfg.early_stop_eps,
-            max_samples_per_ray=cfg.max_samples_per_ray,
+            max_samples_per_ray=cfg.max_samples_per_ray or None,
         )
         self.background_mode: BackgroundMode = cfg.background
         self.image_metrics = ImageMetrics()
@@ -368,7 +381,7 @@ class AccelNGPModel(Model):
         outputs = render_packed(samples, density, color, background, use_nerfacc=use_nerfacc)
         outputs["background"] = background
         outputs["num_samples_per_ray"] = samples.samples_per_ray()
-        if self.training and samples.proposal is not None:
+        if self.training and samples.proposal is not None and samples.n_rays > 0:
             weights = outputs["weights"].reshape(samples.n_rays, -1)
             outputs["interlevel_loss"] = ProposalSampler.interlevel_loss(samples.proposal, weights)
         return outputs

@@ -144,7 +144,7 @@ def colmap_cases() -> Dict[str, Callable[[Path, Path], Tuple[Path, dict, Tuple[s
         ),
         "no-images-file": with_model(lambda s: ({"colmap_path": "sparse/0"}, ("no images.txt", str(unlink(s / "sparse/0/images.txt").parent)))),
         "no-points3D": with_model(
-            lambda s: ({"colmap_path": "sparse/0"}, ("no points3D.txt", "--load-3D-points False", str(unlink(s / "sparse/0/points3D.txt").parent)))
+            lambda s: ({"colmap_path": "sparse/0"}, ("no points3D.bin or points3D.txt", "--load-3D-points False", str(unlink(s / "sparse/0/points3D.txt").parent)))
         ),
         "no-images-folder": with_model(lambda s: ({"colmap_path": "sparse/0"}, (str(drop_images(s)), "--images-path images", "--images-path <"))),
         "images-elsewhere": with_model(lambda s: ({"colmap_path": "sparse/0", "images_path": "photos"}, (str(s / "photos"), "--images-path photos"))),

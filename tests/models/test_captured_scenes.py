@@ -152,6 +152,45 @@ def test_camera_optimizer_flag_refines_poses_under_hard_mining(unbounded_scene, 
     assert not torch.equal(adjustment.detach(), before)
 
 
+FIELDS_ADDED_WITH_THE_PROPOSAL_SAMPLER = (
+    "sampler", "num_samples", "proposal_samples", "proposal_max_res", "proposal_log2_hashmap_size",
+    "proposal_anneal_steps", "interlevel_loss_mult", "max_samples_per_ray", "appearance_embedding_dim", "camera_optimizer",
+)
+
+
+def test_a_capture_trained_before_the_proposal_sampler_still_opens(unbounded_scene, tmp_path):
+    """A config.yml written before these fields existed (emulated: the trained model's config with them
+    removed) opens through nerfstudio's eval_setup as the occupancy-grid model it was, without appearance
+    embeddings or a per-ray cap, and its checkpoint loads and renders as before."""
+    import yaml
+    from nerfstudio.utils.eval_utils import eval_setup
+
+    trainer = make_trainer(unbounded_scene, tmp_path, sampler="occupancy", appearance_embedding_dim=0, max_samples_per_ray=0)
+    for step in range(2):
+        trainer.pipeline.train()
+        trainer.train_iteration(step)
+    trainer.save_checkpoint(2)
+    config = trainer.config
+    for name in FIELDS_ADDED_WITH_THE_PROPOSAL_SAMPLER:
+        del config.pipeline.model.__dict__[name]
+    config.pipeline.model.scene_contraction = "on"
+    config.load_dir = None
+    config_path = config.get_base_dir() / "config.yml"
+    config_path.write_text(yaml.dump(config), "utf8")
+    assert "\n    sampler: " not in config_path.read_text() and "appearance_embedding_dim" not in config_path.read_text()
+
+    _, pipeline, _, step = eval_setup(config_path, test_mode="test")
+    model = pipeline.model
+    assert step == 2 and model.config.sampler == "occupancy" and model.field.appearance is None
+    assert model.marching.max_samples_per_ray is None and model.config.camera_optimizer.mode == "off"
+    trained = trainer.pipeline.model
+    trained.eval()
+    bundle = eval_rays(trainer)[:256]
+    with torch.no_grad():
+        expected = trained.get_outputs(bundle)["rgb"]
+        assert torch.allclose(model.get_outputs(bundle.to(model.device))["rgb"], expected, atol=1e-5)
+
+
 @pytest.mark.slow
 def test_proposal_sampler_learns_an_unbounded_scene_within_cpu_budget(unbounded_scene, tmp_path):
     """accel-ngp with its captured-scene defaults (proposal sampler, contraction, appearance embeddings)
