@@ -23,6 +23,9 @@ from torch import Tensor, nn
 from nerfstudio_accel.fields.hash_encoding import MultiresHashEncoding
 from nerfstudio_accel.fields.hash_layout import HashGridLayout
 
+MAX_LOG_DENSITY = 60.0
+"""Cap on the density exponent: ``exp(60)`` per world unit is opaque over any interval, and finite."""
+
 FieldImplementation = Literal["auto", "tcnn", "torch"]
 
 
@@ -193,8 +196,9 @@ class HashGridField(nn.Module):
 
     @staticmethod
     def activate_density(raw_density: Float[Tensor, "n 1"]) -> Float[Tensor, "n 1"]:
-        """``trunc_exp(sigma' - 1)`` in fp32."""
-        return trunc_exp(raw_density.float() - 1.0)
+        """``trunc_exp(sigma' - 1)`` in fp32, the exponent capped at :data:`MAX_LOG_DENSITY` (a finite,
+        fully opaque density: ``inf * 0`` on a zero-length interval would be nan)."""
+        return trunc_exp(torch.clamp(raw_density.float() - 1.0, max=MAX_LOG_DENSITY))
 
     def density(self, positions: Float[Tensor, "n 3"]) -> Float[Tensor, "n 1"]:
         """Activated density only (grid updates and culling)."""

@@ -40,9 +40,18 @@ from nerfstudio_accel.rendering import BackgroundMode, background_colors, compos
 from nerfstudio_accel.sampling.occupancy import MarchingOptions, OccupancySampler, SamplerBackend, evaluate_in_chunks
 from nerfstudio_accel.sampling import torch_ops
 from nerfstudio_accel.sampling.packed import PackedSamples
+from nerfstudio_accel.sampling import proposal_ops
 from nerfstudio_accel.sampling.proposal import ProposalSampler
 
 logger = logging.getLogger(__name__)
+
+
+@dataclass
+class AutoCameraOptimizerConfig(CameraOptimizerConfig):
+    """nerfstudio's camera optimizer with an ``auto`` mode, resolved from the data before the model is built."""
+
+    mode: Literal["auto", "off", "SO3xR3", "SE3"] = "auto"  # type: ignore[assignment]
+    """Pose refinement: off, SO3xR3 or SE3; auto: SO3xR3 for captures (scene contraction on), off otherwise."""
 
 
 @dataclass
@@ -76,14 +85,19 @@ class AccelNGPModelConfig(ModelConfig):
     """Proposal sampler: steps over which resampling moves from uniform to the proposal weights."""
     interlevel_loss_mult: float = 1.0
     """Proposal sampler: weight of the interlevel loss that trains the proposal fields."""
+    distortion_loss_mult: float = 0.0
+    """Proposal sampler: weight of mip-NeRF 360's distortion loss on the main field's weights, against
+    floaters (nerfacto uses 0.002); 0: off, the default, as it did not help on fruit at 300 s
+    (docs/captured_scenes.md)."""
     max_samples_per_ray: Optional[int] = None
     """Occupancy sampler: a ray keeps at most this many samples in occupied cells, front to back (bounds
     the cost of a young, foggy field); default 1024 bounded, 256 contracted; 0: no cap."""
     appearance_embedding_dim: Optional[int] = None
     """Per-image appearance vector fed to the colour MLP (exposure, white balance); evaluation uses the
     mean vector. 0: none. Default 0 without scene contraction (synthetic), 32 with it (captures)."""
-    camera_optimizer: CameraOptimizerConfig = field(default_factory=lambda: CameraOptimizerConfig(mode="off"))
-    """Camera pose refinement (nerfstudio's camera optimizer): --pipeline.model.camera-optimizer.mode SO3xR3."""
+    camera_optimizer: AutoCameraOptimizerConfig = field(default_factory=AutoCameraOptimizerConfig)
+    """Camera pose refinement (nerfstudio's camera optimizer), --pipeline.model.camera-optimizer.mode; auto:
+    SO3xR3 with scene contraction (captured poses; +0.6 dB on fruit, docs/captured_scenes.md), off without."""
     grid_resolution: Optional[int] = None
     """Occupancy grid cells per axis (per level); default 128 on CUDA, 64 elsewhere (cheaper updates).
     Like every device-dependent default here, it is written into config.yml as a number when training starts."""
@@ -153,7 +167,8 @@ class AccelNGPModelConfig(ModelConfig):
         one saved before the proposal sampler existed keeps the model it described (occupancy grid, no
         appearance embedding, no per-ray cap) so its checkpoint loads."""
         if "sampler" not in state:
-            state = {"sampler": "occupancy", "appearance_embedding_dim": 0, "max_samples_per_ray": 0, **state}
+            state = {"sampler": "occupancy", "appearance_embedding_dim": 0, "max_samples_per_ray": 0,
+                     "camera_optimizer": CameraOptimizerConfig(mode="off"), **state}
         for spec in fields(self):
             if spec.name not in state and spec.default_factory is not MISSING:  # type: ignore[misc]
                 state[spec.name] = spec.default_factory()  # type: ignore[misc]
@@ -169,6 +184,8 @@ class AccelNGPModelConfig(ModelConfig):
             self.appearance_embedding_dim = 32 if contract else 0
         if self.max_samples_per_ray is None:
             self.max_samples_per_ray = 256 if contract else 1024
+        if self.camera_optimizer.mode == "auto":
+            self.camera_optimizer.mode = "SO3xR3" if contract else "off"
         if self.sampler == "proposal" and self.proposal_samples is not None and len(self.proposal_samples) != len(self.proposal_max_res):
             raise SystemExit(
                 f"error: --pipeline.model.proposal-samples names {len(self.proposal_samples)} rounds but "
@@ -384,6 +401,8 @@ class AccelNGPModel(Model):
         if self.training and samples.proposal is not None and samples.n_rays > 0:
             weights = outputs["weights"].reshape(samples.n_rays, -1)
             outputs["interlevel_loss"] = ProposalSampler.interlevel_loss(samples.proposal, weights)
+            if self.config.distortion_loss_mult > 0:
+                outputs["distortion_loss"] = proposal_ops.distortion_loss(samples.proposal.final_edges, weights)
         return outputs
 
     # --- nerfstudio Model API --------------------------------------------------------------------
@@ -419,6 +438,8 @@ class AccelNGPModel(Model):
         losses = {"rgb_loss": torch.mean((outputs["rgb"] - target) ** 2)}
         if "interlevel_loss" in outputs:
             losses["interlevel_loss"] = self.config.interlevel_loss_mult * outputs["interlevel_loss"]
+        if "distortion_loss" in outputs:
+            losses["distortion_loss"] = self.config.distortion_loss_mult * outputs["distortion_loss"]
         if self.training:
             self.camera_optimizer.get_loss_dict(losses)
         return losses

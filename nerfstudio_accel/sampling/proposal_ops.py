@@ -12,7 +12,9 @@ CPU, CUDA and MPS) and are the reference the tests hold against dense numerical 
 - :func:`resample_edges`: inverse-transform sampling of a piecewise-constant PDF (the next round's edges);
 - :func:`weights_from_density`: volume-rendering weights ``T_j (1 - exp(-sigma_j dt_j))`` in fp32;
 - :func:`outer_weights` / :func:`interlevel_loss`: the proposal loss of mip-NeRF 360 (eq. 13), which
-  trains a proposal round to upper-bound the next round's weights.
+  trains a proposal round to upper-bound the next round's weights;
+- :func:`distortion_loss`: mip-NeRF 360's distortion loss (eq. 15), which gathers each ray's weight into
+  as short a stretch of the normalised spacing as it can (it removes floaters of unbounded captures).
 """
 
 from __future__ import annotations
@@ -93,7 +95,7 @@ def weights_from_density(
     with ``T_j = exp(-sum_{i<j} sigma_i dt_i)``, in fp32 with autocast off."""
     with torch.autocast(device_type=densities.device.type, enabled=False):
         optical_depth = densities.float() * (distances[:, 1:] - distances[:, :-1]).float()
-        before = torch.cumsum(optical_depth, dim=-1) - optical_depth
+        before = torch.cumsum(torch.cat([torch.zeros_like(optical_depth[:, :1]), optical_depth[:, :-1]], dim=-1), dim=-1)
         return torch.exp(-before) * (1.0 - torch.exp(-optical_depth))
 
 
@@ -123,3 +125,18 @@ def interlevel_loss(
     weights = weights.detach().float()
     bound = outer_weights(edges.detach(), proposal_edges.detach(), proposal_weights.float())
     return torch.mean(torch.clamp(weights - bound, min=0.0) ** 2 / (weights + eps))
+
+
+def distortion_loss(edges: Float[Tensor, "n_rays m1"], weights: Float[Tensor, "n_rays m"]) -> Float[Tensor, ""]:
+    """Mean over rays of ``sum_ij w_i w_j |c_i - c_j| + 1/3 sum_i w_i^2 (e_{i+1} - e_i)``, with ``c`` the
+    interval centres in the normalised spacing ``edges`` (detached; the gradient reaches ``weights``).
+    The double sum is ``2 sum_i w_i (c_i W_i - S_i)`` over sorted centres, with ``W_i`` and ``S_i`` the
+    exclusive prefix sums of ``w`` and ``w c``: linear in the samples per ray."""
+    edges = edges.detach().float()
+    weights = weights.float()
+    centres = 0.5 * (edges[:, 1:] + edges[:, :-1])
+    weight_before = torch.cumsum(weights, dim=-1) - weights
+    moment_before = torch.cumsum(weights * centres, dim=-1) - weights * centres
+    pairwise = 2.0 * torch.sum(weights * (centres * weight_before - moment_before), dim=-1)
+    own = torch.sum(weights**2 * (edges[:, 1:] - edges[:, :-1]), dim=-1) / 3.0
+    return torch.mean(pairwise + own)

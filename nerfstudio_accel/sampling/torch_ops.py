@@ -204,8 +204,8 @@ def packed_exclusive_sum(
     position = torch.arange(values.shape[0], device=values.device) - starts[ray_indices]
     rows = values.new_zeros(n_rays, int(counts.max()))
     rows = rows.index_put((ray_indices, position), values)
-    inclusive = torch.cumsum(rows, dim=1)
-    return (inclusive - rows)[ray_indices, position]
+    before = torch.cat([rows.new_zeros(n_rays, 1), rows[:, :-1]], dim=1)  # shift, never subtract: inf - inf is nan
+    return torch.cumsum(before, dim=1)[ray_indices, position]
 
 
 def render_transmittance_from_density(

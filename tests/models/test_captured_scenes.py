@@ -56,15 +56,21 @@ def eval_rays(trainer, index: int = 0):
     return camera.generate_rays(camera_indices=0).flatten()
 
 
-@pytest.mark.parametrize("parser, sampler, appearance", [(BlenderDataParserConfig(), "occupancy", 0), (NerfstudioDataParserConfig(), "proposal", 32)])
-def test_auto_choices_follow_the_data(parser, sampler, appearance, caplog):
-    """auto: the occupancy grid and no appearance embedding for blender-data, the proposal sampler and
-    32-wide embeddings for captures; the choice is logged; explicit choices are kept."""
+@pytest.mark.parametrize(
+    "parser, sampler, appearance, poses",
+    [(BlenderDataParserConfig(), "occupancy", 0, "off"), (NerfstudioDataParserConfig(), "proposal", 32, "SO3xR3")],
+)
+def test_auto_choices_follow_the_data(parser, sampler, appearance, poses, caplog):
+    """auto: the occupancy grid, no appearance embedding and fixed poses for blender-data; the proposal
+    sampler, 32-wide embeddings and pose refinement for captures; the choice is logged; explicit choices
+    are kept."""
     config = copy.deepcopy(accel_ngp.config.pipeline)
     config.datamanager.dataparser = parser
+    assert config.model.camera_optimizer.mode == "auto"
     with caplog.at_level(logging.INFO, logger="nerfstudio_accel.models.accel_ngp"):
         prepare_model_config(config)
     assert config.model.sampler == sampler and config.model.appearance_embedding_dim == appearance
+    assert config.model.camera_optimizer.mode == poses
     assert f"{sampler} sampler" in caplog.text and "--pipeline.model.sampler" in caplog.text
     explicit = copy.deepcopy(accel_ngp.config.pipeline)
     explicit.datamanager.dataparser = parser
@@ -135,13 +141,14 @@ def test_appearance_embedding_per_image_in_training_mean_in_evaluation(unbounded
 
 
 def test_camera_optimizer_flag_refines_poses_under_hard_mining(unbounded_scene, tmp_path):
-    """--pipeline.model.camera-optimizer.mode SO3xR3 adds a camera_opt parameter group that the mined step
-    trains (its pose corrections move); off by default, with no such group."""
+    """Pose refinement (auto: SO3xR3 on a capture) adds a camera_opt parameter group that the mined step
+    trains (its pose corrections move); --pipeline.model.camera-optimizer.mode off has no such group."""
     from nerfstudio.cameras.camera_optimizers import CameraOptimizerConfig
 
-    plain = make_trainer(unbounded_scene, tmp_path / "plain")
+    plain = make_trainer(unbounded_scene, tmp_path / "plain", camera_optimizer=CameraOptimizerConfig(mode="off"))
     assert "camera_opt" not in plain.pipeline.get_param_groups()
-    trainer = make_trainer(unbounded_scene, tmp_path / "refined", camera_optimizer=CameraOptimizerConfig(mode="SO3xR3"))
+    trainer = make_trainer(unbounded_scene, tmp_path / "refined")
+    assert trainer.config.pipeline.model.camera_optimizer.mode == "SO3xR3"
     assert "camera_opt" in trainer.pipeline.get_param_groups()
     adjustment = trainer.pipeline.model.camera_optimizer.pose_adjustment
     before = adjustment.detach().clone()
@@ -155,6 +162,7 @@ def test_camera_optimizer_flag_refines_poses_under_hard_mining(unbounded_scene, 
 FIELDS_ADDED_WITH_THE_PROPOSAL_SAMPLER = (
     "sampler", "num_samples", "proposal_samples", "proposal_max_res", "proposal_log2_hashmap_size",
     "proposal_anneal_steps", "interlevel_loss_mult", "max_samples_per_ray", "appearance_embedding_dim", "camera_optimizer",
+    "distortion_loss_mult",
 )
 
 
@@ -165,7 +173,10 @@ def test_a_capture_trained_before_the_proposal_sampler_still_opens(unbounded_sce
     import yaml
     from nerfstudio.utils.eval_utils import eval_setup
 
-    trainer = make_trainer(unbounded_scene, tmp_path, sampler="occupancy", appearance_embedding_dim=0, max_samples_per_ray=0)
+    from nerfstudio.cameras.camera_optimizers import CameraOptimizerConfig
+
+    trainer = make_trainer(unbounded_scene, tmp_path, sampler="occupancy", appearance_embedding_dim=0, max_samples_per_ray=0,
+                           camera_optimizer=CameraOptimizerConfig(mode="off"))
     for step in range(2):
         trainer.pipeline.train()
         trainer.train_iteration(step)

@@ -104,6 +104,18 @@ def direct_outer(query: np.ndarray, edges: np.ndarray, weights: np.ndarray) -> n
     return out
 
 
+def test_weights_stay_finite_behind_an_opaque_interval_and_densities_stay_finite():
+    """An infinite optical depth stops the ray (weights 0 behind it, no nan), and the field's density
+    activation never overflows, so a zero-length interval costs ``0`` rather than ``inf * 0``."""
+    from nerfstudio_accel.fields.hash_grid_field import HashGridField
+
+    distances = torch.tensor([[0.0, 0.1, 0.2, 0.3]])
+    weights = proposal_ops.weights_from_density(distances, torch.tensor([[1.0, float("inf"), 2.0]]))
+    assert torch.isfinite(weights).all() and weights[0, 2] == 0.0 and weights[0, 1] == pytest.approx(float(np.exp(-0.1)))
+    density = HashGridField.activate_density(torch.tensor([[200.0], [0.0]]))
+    assert torch.isfinite(density).all() and float(density[0] * 0.0) == 0.0 and float(density[0]) > 1e20
+
+
 def test_outer_weights_and_interlevel_loss_match_a_direct_computation():
     generator = torch.Generator().manual_seed(3)
     proposal_edges = random_edges(5, 16, generator)
@@ -121,6 +133,28 @@ def test_outer_weights_and_interlevel_loss_match_a_direct_computation():
     assert float(loss) == pytest.approx(expected_loss / weights.numel(), rel=1e-5)
     # a proposal whose weights bound everything costs nothing
     assert float(proposal_ops.interlevel_loss(edges, weights, proposal_edges, torch.ones(5, 16))) == 0.0
+
+
+def test_distortion_loss_matches_the_continuous_double_integral():
+    """Eq. 15 of mip-NeRF 360 is the closed form of ``int int w(u) w(v) |u - v| du dv`` for a
+    piecewise-constant weight density; check against that integral on a fine grid, and that the loss
+    prefers the same total weight gathered into one interval."""
+    generator = torch.Generator().manual_seed(5)
+    edges = random_edges(3, 6, generator)
+    weights = torch.rand(3, 6, generator=generator) / 6
+    loss = proposal_ops.distortion_loss(edges, weights)
+    expected = 0.0
+    for ray in range(3):
+        e, w = edges[ray].double().numpy(), weights[ray].double().numpy()
+        u = np.linspace(0.0, 1.0, 2001)[:-1] + 0.5 / 2000
+        index = np.clip(np.searchsorted(e, u, side="right") - 1, 0, len(w) - 1)
+        inside = (u >= e[0]) & (u < e[-1])
+        density = np.where(inside, w[index] / (e[index + 1] - e[index]), 0.0)
+        expected += np.sum(density[:, None] * density[None, :] * np.abs(u[:, None] - u[None, :])) / 2000**2
+    assert float(loss) == pytest.approx(expected / 3, rel=5e-3)
+    spread = proposal_ops.distortion_loss(torch.tensor([[0.0, 0.2, 0.4, 0.6]]), torch.tensor([[0.3, 0.3, 0.3]]))
+    gathered = proposal_ops.distortion_loss(torch.tensor([[0.0, 0.2, 0.4, 0.6]]), torch.tensor([[0.0, 0.9, 0.0]]))
+    assert float(gathered) < float(spread)
 
 
 class ShellDensity(torch.nn.Module):

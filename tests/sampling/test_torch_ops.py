@@ -378,6 +378,18 @@ def test_packed_exclusive_sum_empty_input():
     assert result.shape == (0,)
 
 
+def test_an_opaque_sample_gives_zero_transmittance_behind_it_not_nan():
+    """An overflowed density (``sigma dt = inf``) makes everything behind it invisible; a sum computed as
+    inclusive minus own value would give ``inf - inf = nan`` for that sample and poison the step."""
+    ray_indices = torch.tensor([0, 0, 0, 1])
+    t_starts, t_ends = torch.tensor([0.0, 0.1, 0.2, 0.0]), torch.tensor([0.1, 0.2, 0.3, 0.1])
+    sigmas = torch.tensor([1.0, float("inf"), 2.0, 3.0])
+    transmittance, alphas = torch_ops.render_transmittance_from_density(t_starts, t_ends, sigmas, ray_indices, 2)
+    assert torch.isfinite(transmittance).all() and torch.isfinite(alphas).all()
+    assert transmittance[2] == 0.0 and alphas[1] == 1.0
+    assert transmittance[1] == pytest.approx(math.exp(-0.1))
+
+
 def test_packed_exclusive_sum_gradcheck():
     """The packed scan is differentiable with the analytic gradient (float64 gradcheck)."""
     ray_indices = torch.tensor([0, 0, 0, 2, 2, 3])
