@@ -22,17 +22,20 @@ def make_trainer(
     device: str = "cpu",
     pipeline: Optional[Dict[str, Any]] = None,
     model: Optional[Dict[str, Any]] = None,
+    dataparser: Optional[Any] = None,
     **trainer_overrides,
 ) -> AccelTrainer:
-    """accel-ngp's AccelTrainer on ``device``, as ns-train builds it, on a Blender-format scene; ``pipeline``
-    and ``model`` override those configs' fields, keyword arguments the trainer config's."""
+    """accel-ngp's AccelTrainer on ``device``, as ns-train builds it, on a Blender-format scene (or the
+    given ``dataparser`` config's format); ``pipeline`` and ``model`` override those configs' fields,
+    keyword arguments the trainer config's."""
     config = copy.deepcopy(accel_ngp.config)
     assert isinstance(config, AccelTrainerConfig)
     config.machine.device_type = device
     config.vis = "tensorboard"
     config.output_dir = output_dir
     config.experiment_name, config.timestamp = "exp", "run"
-    config.pipeline.datamanager.dataparser = BlenderDataParserConfig(data=scene)
+    config.pipeline.datamanager.dataparser = dataparser if dataparser is not None else BlenderDataParserConfig()
+    config.pipeline.datamanager.dataparser.data = scene
     for target, overrides in ((config, trainer_overrides), (config.pipeline, pipeline or {}), (config.pipeline.model, model or {})):
         for key, value in overrides.items():
             assert hasattr(target, key), f"{type(target).__name__} has no field {key}"

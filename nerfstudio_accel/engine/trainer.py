@@ -26,6 +26,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Literal, Optional, Type
@@ -34,6 +35,9 @@ import torch
 import tyro
 from nerfstudio.engine.trainer import Trainer, TrainerConfig
 from nerfstudio.utils.rich_utils import CONSOLE
+
+from nerfstudio_accel.viewer.accel_panel import AccelPanel
+from nerfstudio_accel.viewer.training_stats import TrainingStats
 
 Precision = Literal["auto", "fp32", "fp16", "bf16"]
 CHECKPOINT_GLOB = "step-*.ckpt"
@@ -71,6 +75,9 @@ class AccelTrainerConfig(TrainerConfig):
     """Clip the global gradient norm (after unscaling) to this; None: no clipping."""
     max_consecutive_skips: int = 20
     """Stop training after this many steps in a row with non-finite loss or gradients."""
+    accel_panel_every: int = 10
+    """With the web viewer: steps between refreshes of its Accel panel (each reads the step's metrics from
+    the device); 0: no panel. Without a viewer there is no panel and no cost."""
 
     def resolve_device_defaults(self) -> None:
         """Resolve every device-dependent choice (``auto`` precision, the pipeline's and model's defaults)
@@ -131,6 +138,7 @@ class AccelTrainer(Trainer):
         self.skipped_steps = 0
         self.consecutive_skips = 0
         self.last_checkpoint: Optional[Path] = None
+        self.accel_panel: Optional[AccelPanel] = None
         scaling = " with loss scaling" if self.use_grad_scaler else ""
         why = " (tiny-cuda-nn runs in fp16)" if self.use_grad_scaler and self.precision != "fp16" else ""
         CONSOLE.print(f"Training precision: {self.precision}{scaling} on {device_type}{why}")
@@ -140,9 +148,46 @@ class AccelTrainer(Trainer):
         dtype = torch.bfloat16 if self.precision == "bf16" else torch.float16
         return torch.autocast(device_type=self.autocast_device, dtype=dtype, enabled=self.mixed_precision)
 
+    # --- the viewer's Accel panel ------------------------------------------------------------------
+
+    def _init_viewer_state(self) -> None:
+        """nerfstudio's viewer scene, then the Accel panel on its viser server (only when a viewer runs)."""
+        super()._init_viewer_state()
+        server = getattr(self.viewer_state, "viser_server", None)
+        if server is None or self.config.accel_panel_every <= 0 or not hasattr(server, "gui"):
+            return
+        stats = TrainingStats(max_steps=self.config.max_num_iterations + self._start_step, precision=self.precision)
+        self.accel_panel = AccelPanel(server, self.pipeline, stats)
+        control_panel = getattr(self.viewer_state, "control_panel", None)
+        if control_panel is not None and self.autocast_device == "cpu":  # nerfstudio's "Fast" preset: renders hold training up
+            control_panel._train_util.value, control_panel._max_res.value = 0.95, 256
+
+    def _update_viewer_state(self, step: int) -> None:
+        """nerfstudio's viewer update, with the page's Train Util slider in effect (nerfstudio 1.1.5 shows the
+        slider but renders by a fixed 0.9)."""
+        control_panel = getattr(self.viewer_state, "control_panel", None)
+        if control_panel is not None and hasattr(self.viewer_state, "train_util"):
+            self.viewer_state.train_util = control_panel.train_util
+        super()._update_viewer_state(step)
+
+    def _record_for_panel(self, step: int, seconds: float, loss: torch.Tensor, metrics_dict: Dict[str, Any]) -> None:
+        """Every ``accel_panel_every`` steps: this step's figures into the panel's statistics, and a refresh."""
+        if self.accel_panel is None or step % self.config.accel_panel_every != 0:
+            return
+        metrics = {name: float(value) for name, value in metrics_dict.items() if torch.as_tensor(value).numel() == 1}
+        figures = getattr(self.pipeline.model, "sampling_figures", None)
+        self.accel_panel.stats.record(step, seconds, float(loss), metrics, figures() if figures is not None else None)
+        self.accel_panel.refresh()
+
     # --- one step --------------------------------------------------------------------------------
 
     def train_iteration(self, step: int):
+        started = time.perf_counter()
+        loss, loss_dict, metrics_dict = self._train_iteration(step)
+        self._record_for_panel(step, time.perf_counter() - started, loss, metrics_dict)
+        return loss, loss_dict, metrics_dict
+
+    def _train_iteration(self, step: int):
         groups = list(self.optimizers.parameters.keys())
         accumulation = self.gradient_accumulation_steps
         self.optimizers.zero_grad_some([g for g in groups if step % accumulation[g] == 0])

@@ -260,7 +260,18 @@ class AccelNGPModel(Model):
             max_samples_per_ray=cfg.max_samples_per_ray or None,
         )
         self.background_mode: BackgroundMode = cfg.background
+        self.last_sampling: Dict[str, Union[int, Tensor]] = {}
+        """Sample counts of the last training step on the occupancy path (see :meth:`sampling_figures`)."""
         self.image_metrics = ImageMetrics()
+
+    def sampling_figures(self) -> Dict[str, float]:
+        """The last training step's sample counts (``candidates`` marched, ``kept`` after culling,
+        ``alpha_culled``) and, for the occupancy grid, its ``occupied_fraction``; read by the viewer's
+        Accel panel (this reading waits for the device)."""
+        figures = {name: float(value) for name, value in self.last_sampling.items()}
+        if isinstance(self.sampler, OccupancySampler):
+            figures["occupied_fraction"] = self.sampler.occupied_fraction()
+        return figures
 
     @property
     def uses_proposal(self) -> bool:
@@ -352,6 +363,10 @@ class AccelNGPModel(Model):
             candidates.ray_indices, candidates.t_starts, candidates.t_ends, densities, candidates.n_rays, self.marching
         )
         keep = torch.nonzero(visible).reshape(-1)
+        if self.training:
+            alphas = 1.0 - torch.exp(-densities * (candidates.t_ends - candidates.t_starts))
+            threshold = self.sampler.effective_alpha_threshold(self.marching)
+            self.last_sampling = {"candidates": candidates.n_samples, "kept": keep.numel(), "alpha_culled": (alphas < threshold).sum()}
         samples = PackedSamples(candidates.ray_indices[keep], candidates.t_starts[keep], candidates.t_ends[keep], origins, directions, cameras)
         heads = heads[keep]
         return samples, heads[:, :1], self.field.color_raw(heads[:, 1:], candidates.sample_directions[keep], samples.sample_camera_indices)

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Dict, List, Tuple, Type
+from typing import Dict, List, Optional, Tuple, Type
 
 import torch
 from jaxtyping import Float, Int
@@ -124,6 +124,10 @@ class HardSampleMiningPipeline(AccelPipeline):
         num_images = max(len(self.datamanager.train_dataset), 1) if self.datamanager.train_dataset is not None else 1
         self.batch_sizer = HardBatchSizer(alpha=1.0 / num_images, min_fraction=config.min_hard_fraction)
         self.last_mining_stats: Dict[str, float] = {}
+        self.record_hard_samples = False
+        """Keep the last mined batch (:attr:`last_hard_samples`) for the viewer's hard-sample overlay."""
+        self.last_hard_samples: Optional[Tuple[Tensor, Tensor, int, Tensor]] = None
+        """``(ray_indices (B,), positions (B, 3), n_rays, hard indices (b,))`` of the last mined batch."""
         self.steps_per_log = 1
         """Pass times are measured on steps the trainer logs (set from the trainer in get_training_callbacks)."""
 
@@ -223,6 +227,8 @@ class HardSampleMiningPipeline(AccelPipeline):
         if time_passes:
             stats.update(hard_mining_scoring_ms=1000 * scoring_seconds, hard_mining_graph_forward_ms=1000 * graph_seconds)
         self.last_mining_stats = {**self.last_mining_stats, **stats}
+        if self.record_hard_samples:  # positions only: the samples may hold the proposal fields' graph
+            self.last_hard_samples = (samples.ray_indices, samples.positions.detach(), samples.n_rays, hard)
         metrics.update({name: torch.tensor(float(value)) for name, value in stats.items()})
         return outputs, loss_dict, metrics
 

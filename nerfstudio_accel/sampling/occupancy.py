@@ -228,6 +228,15 @@ class OccupancySampler(nn.Module):
             options.render_step_size, options.cone_angle,
         )
 
+    def effective_alpha_threshold(self, options: MarchingOptions) -> float:
+        """The opacity threshold :meth:`visible` applies: 0 before the grid warm-up, then
+        ``options.alpha_threshold`` capped by the grid's mean occupancy (as nerfacc does)."""
+        return min(options.alpha_threshold, float(self.grid.occs.mean())) if bool(self.warmed_up) else 0.0
+
+    def occupied_fraction(self) -> float:
+        """Fraction of occupied cells over every level of the grid."""
+        return float(self.grid.binaries.float().mean())
+
     @torch.no_grad()
     def visible(
         self,
@@ -240,7 +249,7 @@ class OccupancySampler(nn.Module):
     ) -> Bool[Tensor, "n_samples"]:
         """Boolean mask of the samples kept: opacity above the alpha threshold (once the grid is warmed
         up; capped by the grid's mean occupancy as nerfacc does) and transmittance above ``early_stop_eps``."""
-        alpha_threshold = min(options.alpha_threshold, float(self.grid.occs.mean())) if bool(self.warmed_up) else 0.0
+        alpha_threshold = self.effective_alpha_threshold(options)
         if self.backend_for(densities.device) == "nerfacc":
             from nerfacc.volrend import render_visibility_from_density
 
