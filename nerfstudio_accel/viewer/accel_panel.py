@@ -108,8 +108,8 @@ class AccelPanel:
             label = "Show occupancy grid" if self.grid_sampler is not None else "Show proposal samples (centre ray)"
             self.show_sampling = server.gui.add_checkbox(label, initial_value=False)
             self.show_hard = server.gui.add_checkbox("Show hard samples", initial_value=False, visible=self.mines)
-        self.show_sampling.on_update(lambda _: self.draw_sampling())
-        self.show_hard.on_update(lambda _: self.draw_hard_samples())
+        # No on_update callbacks: they would run on viser's thread while a step trains; the toggles
+        # take effect at the next refresh, which the trainer calls between steps.
 
     def refresh(self) -> None:
         """Show the latest statistics, the chart at most every ``chart_every_seconds`` (a plotly figure
