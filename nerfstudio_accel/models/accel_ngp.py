@@ -260,6 +260,9 @@ class AccelNGPModel(Model):
             max_samples_per_ray=cfg.max_samples_per_ray or None,
         )
         self.background_mode: BackgroundMode = cfg.background
+        self.record_sampling = False
+        """Count each training step's culled samples into :attr:`last_sampling` (the viewer's Accel panel
+        turns this on; off, a step pays nothing for it)."""
         self.last_sampling: Dict[str, Union[int, Tensor]] = {}
         """Sample counts of the last training step on the occupancy path (see :meth:`sampling_figures`)."""
         self.image_metrics = ImageMetrics()
@@ -363,7 +366,7 @@ class AccelNGPModel(Model):
             candidates.ray_indices, candidates.t_starts, candidates.t_ends, densities, candidates.n_rays, self.marching
         )
         keep = torch.nonzero(visible).reshape(-1)
-        if self.training:
+        if self.training and self.record_sampling:
             alphas = 1.0 - torch.exp(-densities * (candidates.t_ends - candidates.t_starts))
             threshold = self.sampler.effective_alpha_threshold(self.marching)
             self.last_sampling = {"candidates": candidates.n_samples, "kept": keep.numel(), "alpha_culled": (alphas < threshold).sum()}

@@ -25,6 +25,8 @@ import torch
 from jaxtyping import Float
 from torch import Tensor
 
+from nerfstudio_accel.sampling.torch_ops import exclusive_cumsum
+
 Spacing = Literal["linear", "lindisp"]
 
 
@@ -95,8 +97,7 @@ def weights_from_density(
     with ``T_j = exp(-sum_{i<j} sigma_i dt_i)``, in fp32 with autocast off."""
     with torch.autocast(device_type=densities.device.type, enabled=False):
         optical_depth = densities.float() * (distances[:, 1:] - distances[:, :-1]).float()
-        before = torch.cumsum(torch.cat([torch.zeros_like(optical_depth[:, :1]), optical_depth[:, :-1]], dim=-1), dim=-1)
-        return torch.exp(-before) * (1.0 - torch.exp(-optical_depth))
+        return torch.exp(-exclusive_cumsum(optical_depth)) * (1.0 - torch.exp(-optical_depth))
 
 
 def outer_weights(
@@ -135,8 +136,7 @@ def distortion_loss(edges: Float[Tensor, "n_rays m1"], weights: Float[Tensor, "n
     edges = edges.detach().float()
     weights = weights.float()
     centres = 0.5 * (edges[:, 1:] + edges[:, :-1])
-    weight_before = torch.cumsum(weights, dim=-1) - weights
-    moment_before = torch.cumsum(weights * centres, dim=-1) - weights * centres
+    weight_before, moment_before = exclusive_cumsum(weights), exclusive_cumsum(weights * centres)
     pairwise = 2.0 * torch.sum(weights * (centres * weight_before - moment_before), dim=-1)
     own = torch.sum(weights**2 * (edges[:, 1:] - edges[:, :-1]), dim=-1) / 3.0
     return torch.mean(pairwise + own)

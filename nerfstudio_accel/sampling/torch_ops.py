@@ -188,6 +188,12 @@ def _ray_chunks(counts: Int[Tensor, "n_rays"], max_total: int) -> list[Tuple[int
     return chunks
 
 
+def exclusive_cumsum(values: Float[Tensor, "*batch k"]) -> Float[Tensor, "*batch k"]:
+    """Sum of the values before each one along the last dim (``[1, 2, 3] -> [0, 1, 3]``), by shifting then
+    summing: never ``inclusive - own``, which gives ``inf - inf = nan`` after an infinite value."""
+    return torch.cumsum(torch.cat([torch.zeros_like(values[..., :1]), values[..., :-1]], dim=-1), dim=-1)
+
+
 def packed_exclusive_sum(
     values: Float[Tensor, "n_samples"], ray_indices: Int[Tensor, "n_samples"], n_rays: int
 ) -> Float[Tensor, "n_samples"]:
@@ -204,8 +210,7 @@ def packed_exclusive_sum(
     position = torch.arange(values.shape[0], device=values.device) - starts[ray_indices]
     rows = values.new_zeros(n_rays, int(counts.max()))
     rows = rows.index_put((ray_indices, position), values)
-    before = torch.cat([rows.new_zeros(n_rays, 1), rows[:, :-1]], dim=1)  # shift, never subtract: inf - inf is nan
-    return torch.cumsum(before, dim=1)[ray_indices, position]
+    return exclusive_cumsum(rows)[ray_indices, position]
 
 
 def render_transmittance_from_density(

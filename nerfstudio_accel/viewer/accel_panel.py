@@ -100,6 +100,7 @@ class AccelPanel:
         self.chart_drawn_at = float("-inf")
         self.nodes: Dict[str, object] = {}
         model = pipeline.model
+        model.record_sampling = True  # the culling counts of the table
         self.grid_sampler: Optional[OccupancySampler] = model.sampler if isinstance(getattr(model, "sampler", None), OccupancySampler) else None
         self.mines = hasattr(pipeline, "record_hard_samples")
         with server.gui.add_folder("Accel"):

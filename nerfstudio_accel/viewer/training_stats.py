@@ -10,7 +10,6 @@ arrive as Python numbers (one ``.item()`` per metric on the steps the trainer re
 
 from __future__ import annotations
 
-import time
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Deque, Dict, List, Mapping, Optional, Tuple, Union
@@ -59,7 +58,6 @@ class TrainingStats:
     best_psnr: float = float("-inf")
     step: int = -1
     training_seconds: float = 0.0
-    started: float = field(default_factory=time.perf_counter)
 
     def record(self, step: int, seconds: float, loss: float, metrics: Mapping[str, Number],
                sampling: Optional[Mapping[str, Number]] = None) -> None:

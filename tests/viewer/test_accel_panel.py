@@ -61,6 +61,8 @@ def test_panel_shows_the_pipelines_own_metrics(tiny_scene, tmp_path, viser_serve
     occupied = trainer.pipeline.model.sampler.occupied_fraction()
     assert f"| occupied grid cells | {occupied:.1%} |" in text and "| precision | fp32 |" in text
     assert len(panel.stats.history) == 3 and len(panel.chart.figure.data[0].x) == 3
+    counts = trainer.pipeline.model.sampling_figures()  # the panel turned the culling counts on
+    assert counts["candidates"] >= counts["kept"] + counts["alpha_culled"] and counts["kept"] > 0
 
 
 def test_the_chart_is_redrawn_at_most_every_chart_interval(tiny_scene, tmp_path, viser_server):
@@ -151,4 +153,5 @@ def test_no_viewer_no_panel(tiny_scene, tmp_path):
     trainer._init_viewer_state()  # what Trainer.train calls; with --vis tensorboard there is no viewer
     run_steps(trainer, 0, 2)
     assert trainer.accel_panel is None and not trainer.pipeline.record_hard_samples
+    assert not trainer.pipeline.model.record_sampling and trainer.pipeline.model.last_sampling == {}
     assert trainer.pipeline.last_hard_samples is None
