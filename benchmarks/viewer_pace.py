@@ -13,17 +13,14 @@ Flags after ``--`` go to ns-train before the data-parser subcommand. Needs ``chr
 
 from __future__ import annotations
 
-import argparse
-import os
 import re
-import subprocess
-import sys
-import tempfile
 import time
 from pathlib import Path
-from typing import List, Optional
+from typing import List, Optional, Tuple
 
-from nerfstudio_accel.viewer.headless_browser import free_port, interrupt, open_page
+import psutil
+
+from nerfstudio_accel.viewer.headless_browser import interrupt, open_page, scene_arguments, start_training_with_viewer
 
 PROGRESS = re.compile(r"^(\d+) \(\d+\.\d+%\)", re.MULTILINE)
 ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
@@ -35,49 +32,76 @@ def last_step(log: Path) -> Optional[int]:
     return max(steps) if steps else None
 
 
-def steps_per_second(log: Path, seconds: float) -> float:
-    """Steps per second over a window of ``seconds``, from the progress table's step counts."""
+def cpu_seconds(pid: Optional[int]) -> float:
+    """User plus system CPU seconds of a process and its descendants so far (0 for None or a gone process)."""
+    if pid is None:
+        return 0.0
+    total = 0.0
+    try:
+        root = psutil.Process(pid)
+        processes = [root, *root.children(recursive=True)]
+    except psutil.NoSuchProcess:
+        return 0.0
+    for process in processes:
+        try:
+            times = process.cpu_times()
+            total += times.user + times.system
+        except psutil.NoSuchProcess:
+            pass
+    return total
+
+
+def window(log: Path, seconds: float, training_pid: int, browser_pid: Optional[int]) -> Tuple[float, float, float]:
+    """Steps per second over a window of ``seconds`` (from the progress table's step counts), and the CPU
+    cores that ns-train and the browser used on average over it."""
     start_time, start = time.monotonic(), last_step(log) or 0
+    train_cpu, browser_cpu = cpu_seconds(training_pid), cpu_seconds(browser_pid)
     time.sleep(seconds)
-    return ((last_step(log) or 0) - start) / (time.monotonic() - start_time)
+    elapsed = time.monotonic() - start_time
+    return (((last_step(log) or 0) - start) / elapsed, (cpu_seconds(training_pid) - train_cpu) / elapsed,
+            (cpu_seconds(browser_pid) - browser_cpu) / elapsed)
+
+
+def renice(pid: int, niceness: int) -> None:
+    """Set the niceness of every thread of a process and its descendants (Linux niceness is per thread)."""
+    root = psutil.Process(pid)
+    for process in [root, *root.children(recursive=True)]:
+        try:
+            for thread in process.threads():
+                psutil.Process(thread.id).nice(niceness)
+        except psutil.NoSuchProcess:
+            pass
+
+
+def report(name: str, measured: Tuple[float, float, float]) -> float:
+    """Print one window's figures; its steps/s."""
+    pace, train_cores, browser_cores = measured
+    print(f"{name}: {pace:.2f} steps/s; CPU cores used: ns-train {train_cores:.2f}, browser {browser_cores:.2f}", flush=True)
+    return pace
 
 
 def main(argv: Optional[List[str]] = None) -> None:
-    argv = sys.argv[1:] if argv is None else argv
-    extra = argv[argv.index("--") + 1:] if "--" in argv else []
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--data", type=Path, required=True)
-    parser.add_argument("--method", default="accel-ngp")
-    parser.add_argument("--dataparser", default="blender-data")
+    parser, own, extra = scene_arguments(__doc__.split("\n\n")[0], argv)
     parser.add_argument("--seconds", type=float, default=60.0, help="length of each window")
+    parser.add_argument("--browser-nice", type=int, default=0,
+                        help="niceness of the browser's processes once the page has loaded: 19 leaves the CPU to "
+                             "training, as a browser on another machine would (0: compete as a local browser does)")
     parser.add_argument("--warmup", type=float, default=30.0, help="seconds of training before the first window")
-    args = parser.parse_args(argv[: argv.index("--")] if "--" in argv else argv)
-
-    port = free_port()
-    out = Path(tempfile.mkdtemp(prefix="viewer-pace-"))
-    log = out / "ns-train.log"
-    ns_train = Path(sys.executable).parent / "ns-train"
-    command = [str(ns_train), args.method, "--vis", "viewer", "--viewer.websocket-port", str(port),
-               "--viewer.websocket-host", "127.0.0.1", "--output-dir", str(out), "--max-num-iterations", "1000000",
-               *extra, args.dataparser, "--data", str(args.data)]
-    print("$", " ".join(command), flush=True)
-    with log.open("w") as sink:
-        process = subprocess.Popen(command, stdout=sink, stderr=subprocess.STDOUT, start_new_session=True,
-                                   env={**os.environ, "COLUMNS": "200"})
+    args = parser.parse_args(own)
+    process, port, log = start_training_with_viewer(args, extra, "viewer-pace-")
     driver = None
     try:
         time.sleep(args.warmup)
-        closed = steps_per_second(log, args.seconds)
-        print(f"page closed: {closed:.2f} steps/s", flush=True)
+        closed = report("page closed", window(log, args.seconds, process.pid, None))
         driver = open_page(f"http://127.0.0.1:{port}")
         time.sleep(5.0)  # the page loads and connects
-        opened = steps_per_second(log, args.seconds)
-        print(f"page open:   {opened:.2f} steps/s", flush=True)
+        if args.browser_nice:
+            renice(driver.service.process.pid, args.browser_nice)
+        opened = report("page open", window(log, args.seconds, process.pid, driver.service.process.pid))
         driver.quit()
         driver = None
         time.sleep(2.0)
-        closed_again = steps_per_second(log, args.seconds)
-        print(f"page closed again: {closed_again:.2f} steps/s", flush=True)
+        closed_again = report("page closed again", window(log, args.seconds, process.pid, None))
         print(f"open / closed: {opened / max((closed + closed_again) / 2, 1e-9):.2f}x", flush=True)
     finally:
         if driver is not None:

@@ -36,6 +36,7 @@ import tyro
 from nerfstudio.engine.trainer import Trainer, TrainerConfig
 from nerfstudio.utils.rich_utils import CONSOLE
 
+from nerfstudio_accel.viewer import page_camera
 from nerfstudio_accel.viewer.accel_panel import AccelPanel
 from nerfstudio_accel.viewer.training_stats import TrainingStats
 
@@ -75,6 +76,9 @@ class AccelTrainerConfig(TrainerConfig):
     """Clip the global gradient norm (after unscaling) to this; None: no clipping."""
     max_consecutive_skips: int = 20
     """Stop training after this many steps in a row with non-finite loss or gradients."""
+    viewer_opens_at_training_camera: bool = True
+    """Open each web-viewer page at the first training camera's view (nerfstudio opens it at viser's default
+    spot, inside most scenes, where renders cost the most); the page's camera moves freely from there."""
     accel_panel_every: int = 10
     """With the web viewer: steps between refreshes of its Accel panel (each reads the step's metrics from
     the device); 0: no panel. Without a viewer there is no panel and no cost."""
@@ -139,6 +143,8 @@ class AccelTrainer(Trainer):
         self.consecutive_skips = 0
         self.last_checkpoint: Optional[Path] = None
         self.accel_panel: Optional[AccelPanel] = None
+        self.training_seconds = 0.0
+        """Compute time of this run's training steps so far (kept only while the Accel panel exists)."""
         scaling = " with loss scaling" if self.use_grad_scaler else ""
         why = " (tiny-cuda-nn runs in fp16)" if self.use_grad_scaler and self.precision != "fp16" else ""
         CONSOLE.print(f"Training precision: {self.precision}{scaling} on {device_type}{why}")
@@ -151,16 +157,21 @@ class AccelTrainer(Trainer):
     # --- the viewer's Accel panel ------------------------------------------------------------------
 
     def _init_viewer_state(self) -> None:
-        """nerfstudio's viewer scene, then the Accel panel on its viser server (only when a viewer runs)."""
+        """nerfstudio's viewer scene, then (only when a viewer runs) the CPU render preset, pages opening at a
+        training camera, and the Accel panel on its viser server."""
         super()._init_viewer_state()
-        server = getattr(self.viewer_state, "viser_server", None)
-        if server is None or self.config.accel_panel_every <= 0 or not hasattr(server, "gui"):
-            return
-        stats = TrainingStats(max_steps=self.config.max_num_iterations + self._start_step, precision=self.precision)
-        self.accel_panel = AccelPanel(server, self.pipeline, stats)
         control_panel = getattr(self.viewer_state, "control_panel", None)
         if control_panel is not None and self.autocast_device == "cpu":  # nerfstudio's "Fast" preset: renders hold training up
             control_panel._train_util.value, control_panel._max_res.value = 0.95, 256
+        server = getattr(self.viewer_state, "viser_server", None)
+        if server is None or not hasattr(server, "gui"):  # no viewer, or the legacy one
+            return
+        if self.config.viewer_opens_at_training_camera:
+            page_camera.open_pages_at(server, *page_camera.first_training_view(self.pipeline))
+        if self.config.accel_panel_every <= 0:
+            return
+        stats = TrainingStats(max_steps=self.config.max_num_iterations + self._start_step, precision=self.precision)
+        self.accel_panel = AccelPanel(server, self.pipeline, stats)
 
     def _update_viewer_state(self, step: int) -> None:
         """nerfstudio's viewer update, with the page's Train Util slider in effect (nerfstudio 1.1.5 shows the
@@ -171,12 +182,18 @@ class AccelTrainer(Trainer):
         super()._update_viewer_state(step)
 
     def _record_for_panel(self, step: int, seconds: float, loss: torch.Tensor, metrics_dict: Dict[str, Any]) -> None:
-        """Every ``accel_panel_every`` steps: this step's figures into the panel's statistics, and a refresh."""
-        if self.accel_panel is None or step % self.config.accel_panel_every != 0:
+        """Every ``accel_panel_every`` steps: this step's figures into the panel's statistics, and a refresh
+        (every step adds its time to the panel's training clock)."""
+        if self.accel_panel is None:
+            return
+        self.training_seconds += seconds
+        if step % self.config.accel_panel_every != 0:
             return
         metrics = {name: float(value) for name, value in metrics_dict.items() if torch.as_tensor(value).numel() == 1}
         figures = getattr(self.pipeline.model, "sampling_figures", None)
-        self.accel_panel.stats.record(step, seconds, float(loss), metrics, figures() if figures is not None else None)
+        self.accel_panel.stats.record(
+            step, seconds, float(loss), metrics, figures() if figures is not None else None, training_seconds=self.training_seconds
+        )
         self.accel_panel.refresh()
 
     # --- one step --------------------------------------------------------------------------------

@@ -16,13 +16,12 @@ from typing import Dict, List, Optional, Tuple, Union
 
 import numpy as np
 import torch
+from nerfstudio.viewer.viewer import VISER_NERFSTUDIO_SCALE_RATIO
 
 from nerfstudio_accel.sampling.occupancy import OccupancySampler
-from nerfstudio_accel.viewer import scene_overlays
+from nerfstudio_accel.viewer import page_camera, scene_overlays
 from nerfstudio_accel.viewer.training_stats import TrainingStats
 
-VISER_SCALE = 10.0
-"""nerfstudio's viewer draws the scene 10x larger than world units (``VISER_NERFSTUDIO_SCALE_RATIO``)."""
 
 GRID_NODE = "/accel/occupancy_grid"
 PROPOSAL_NODE = "/accel/proposal_samples"
@@ -123,8 +122,9 @@ class AccelPanel:
         self.draw_sampling()
         self.draw_hard_samples()
 
-    def _replace(self, name: str, points: Optional[torch.Tensor], colours=None, point_size: float = 0.02) -> None:
-        """Draw ``points`` (world units) as scene node ``name``, or remove the node when ``points`` is None."""
+    def _replace(self, name: str, points: Optional[torch.Tensor], point_size: float, colours=None) -> None:
+        """Draw ``points`` as scene node ``name`` with ``point_size`` (both in world units), or remove the
+        node when ``points`` is None."""
         old = self.nodes.pop(name, None)
         if points is None:
             if old is not None:
@@ -132,7 +132,8 @@ class AccelPanel:
             return
         colours = colours if colours is not None else (255, 160, 0)
         self.nodes[name] = self.server.scene.add_point_cloud(
-            name, points=points.numpy().astype(np.float32) * VISER_SCALE, colors=colours, point_size=point_size,
+            name, points=points.numpy().astype(np.float32) * VISER_NERFSTUDIO_SCALE_RATIO, colors=colours,
+            point_size=point_size * VISER_NERFSTUDIO_SCALE_RATIO,
         )
 
     def draw_sampling(self) -> None:
@@ -140,23 +141,18 @@ class AccelPanel:
         ray of the first connected client's view; removed when the toggle is off."""
         on = bool(self.show_sampling.value)
         if self.grid_sampler is not None:
-            self._replace(GRID_NODE, scene_overlays.occupied_cell_centres(self.grid_sampler, self.max_points) if on else None)
+            points = scene_overlays.occupied_cell_centres(self.grid_sampler, self.max_points) if on else None
+            self._replace(GRID_NODE, points, point_size=0.5 * scene_overlays.finest_cell_size(self.grid_sampler))
             return
         ray = self.view_centre_ray() if on else None
         points = scene_overlays.centre_ray_samples(self.pipeline.model, *ray) if ray is not None else None
-        self._replace(PROPOSAL_NODE, points, colours=(0, 200, 255), point_size=0.05)
+        self._replace(PROPOSAL_NODE, points, point_size=0.01, colours=(0, 200, 255))
 
     def view_centre_ray(self) -> Optional[Tuple[torch.Tensor, torch.Tensor]]:
         """Origin and direction (world units) of the centre ray of the first client's camera; None
         without a client."""
-        import viser.transforms as vtf
-
         clients = list(self.server.get_clients().values())
-        if not clients:
-            return None
-        camera = clients[0].camera
-        forward = vtf.SO3(np.asarray(camera.wxyz)).as_matrix() @ np.array([0.0, 0.0, 1.0])  # viser looks along +z
-        return torch.tensor(np.asarray(camera.position) / VISER_SCALE, dtype=torch.float32), torch.tensor(forward, dtype=torch.float32)
+        return page_camera.centre_ray(clients[0].camera.wxyz, clients[0].camera.position) if clients else None
 
     def draw_hard_samples(self) -> None:
         """The last mined batch's samples, blue (no hard sample on the ray) to red (all hard); the
@@ -166,7 +162,7 @@ class AccelPanel:
             self.pipeline.record_hard_samples = on
         batch = getattr(self.pipeline, "last_hard_samples", None) if on else None
         if batch is None:
-            self._replace(HARD_NODE, None)
+            self._replace(HARD_NODE, None, point_size=0.0)
             return
         points, share = scene_overlays.hard_sample_points(*batch, max_points=self.max_points)
-        self._replace(HARD_NODE, points, colours=scene_overlays.share_colours(share), point_size=0.01)
+        self._replace(HARD_NODE, points, point_size=0.005, colours=scene_overlays.share_colours(share))

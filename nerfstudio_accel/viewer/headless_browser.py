@@ -8,10 +8,24 @@ render canvas works without a GPU.
 
 from __future__ import annotations
 
+import argparse
+import io
+import os
+import re
 import shutil
 import signal
 import socket
 import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import List, Optional, Tuple
+
+import numpy as np
+
+PANEL_STEP = re.compile(r"training step\s+([\d,]+)")
+PANEL_RAYS = re.compile(r"training rays/s\s+([\d,]+)")
 
 
 def free_port() -> int:
@@ -45,6 +59,78 @@ def open_page(url: str, width: int = 1280, height: int = 800):
     driver = webdriver.Chrome(service=Service(executable_path=shutil.which("chromedriver")), options=options)
     driver.get(url)
     return driver
+
+
+def scene_arguments(description: str, argv: Optional[List[str]]) -> Tuple[argparse.ArgumentParser, List[str], List[str]]:
+    """A parser with ``--data``, ``--method`` and ``--dataparser`` for a script that trains with the viewer,
+    the script's own arguments and the ns-train flags after ``--``."""
+    argv = sys.argv[1:] if argv is None else argv
+    own, extra = (argv[: argv.index("--")], argv[argv.index("--") + 1:]) if "--" in argv else (argv, [])
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--data", type=Path, required=True)
+    parser.add_argument("--method", default="accel-ngp")
+    parser.add_argument("--dataparser", default="blender-data")
+    return parser, own, extra
+
+
+def start_training_with_viewer(args: argparse.Namespace, extra: List[str], prefix: str) -> Tuple[subprocess.Popen, int, Path]:
+    """Start ``ns-train <method> --vis viewer`` on a free port with its output in a new temporary folder;
+    returns the process, the viewer's port and the log file."""
+    port = free_port()
+    out = Path(tempfile.mkdtemp(prefix=prefix))
+    command = [str(Path(sys.executable).parent / "ns-train"), args.method, "--vis", "viewer",
+               "--viewer.websocket-port", str(port), "--viewer.websocket-host", "127.0.0.1", "--output-dir", str(out),
+               "--max-num-iterations", "1000000", *extra, args.dataparser, "--data", str(args.data)]
+    print("$", " ".join(command), flush=True)
+    log = out / "ns-train.log"
+    with log.open("w") as sink:
+        process = subprocess.Popen(command, stdout=sink, stderr=subprocess.STDOUT, start_new_session=True,
+                                   env={**os.environ, "COLUMNS": "200"})
+    return process, port, log
+
+
+def wait_for_port(port: int, process: subprocess.Popen, timeout: float) -> None:
+    """Return once something listens on ``port``; raise ``RuntimeError`` (one line) if ``process`` exits or
+    ``timeout`` seconds pass first."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"ns-train exited with {process.returncode} before the viewer came up")
+        with socket.socket() as probe:
+            if probe.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.5)
+    raise RuntimeError(f"the viewer did not listen on port {port} within {timeout} s")
+
+
+def read_panel(driver, timeout: float) -> Tuple[int, int, str]:
+    """The Accel panel's training step and rays/s, and the page's text, once the page shows them; raises
+    ``TimeoutError`` with the end of the page's text after ``timeout`` seconds."""
+    deadline, text = time.monotonic() + timeout, ""
+    while time.monotonic() < deadline:
+        text = driver.find_element("tag name", "body").text
+        step, rays = PANEL_STEP.search(text), PANEL_RAYS.search(text)
+        if step and rays:
+            return int(step.group(1).replace(",", "")), int(rays.group(1).replace(",", "")), text
+        time.sleep(0.5)
+    raise TimeoutError(f"no Accel panel values on the page within {timeout} s; page text ends:\n{text[-2000:]}")
+
+
+def click_checkbox(driver, label: str) -> bool:
+    """Click the page's checkbox labelled ``label`` (a viser GUI checkbox: a ``<label for=...>`` beside its
+    input); returns whether it is checked now."""
+    element = driver.find_element("xpath", f"//label[normalize-space()='{label}']")
+    driver.execute_script("arguments[0].scrollIntoView({block: 'center'});", element)
+    element.click()
+    return driver.find_element("id", element.get_attribute("for")).is_selected()
+
+
+def canvas_pixels(driver) -> np.ndarray:
+    """The render canvas as an ``(H, W, 3)`` uint8 array."""
+    from PIL import Image
+
+    png = driver.find_element("tag name", "canvas").screenshot_as_png
+    return np.asarray(Image.open(io.BytesIO(png)).convert("RGB"))
 
 
 def interrupt(process: subprocess.Popen, timeout: float = 30.0) -> None:

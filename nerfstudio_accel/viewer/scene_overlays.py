@@ -1,7 +1,8 @@
 """Point sets the Accel panel draws into the viewer's 3D scene (all in nerfstudio world coordinates;
 the panel scales them to viser's).
 
-- :func:`occupied_cell_centres`: the finest level's occupied cells of an occupancy grid;
+- :func:`occupied_cell_centres`: the finest level's occupied cells of an occupancy grid (and
+  :func:`finest_cell_size`, their size);
 - :func:`centre_ray_samples`: where the proposal sampler puts the main field's samples on one ray;
 - :func:`hard_sample_points`: the last mined batch's samples with their ray's share of hard samples;
 - :func:`share_colours`: a blue-to-red ramp for shares in ``[0, 1]``.
@@ -40,6 +41,12 @@ def occupied_cell_centres(sampler: OccupancySampler, max_points: int) -> Float[T
     cells = cells[subsample(cells.shape[0], max_points)]
     resolution = torch.tensor(binaries.shape, dtype=torch.float32)
     return aabb[:3] + (cells.float() + 0.5) / resolution * (aabb[3:] - aabb[:3])
+
+
+def finest_cell_size(sampler: OccupancySampler) -> float:
+    """Edge of the smallest cell of the grid's finest level, in world units."""
+    aabb = sampler.grid.aabbs[0].cpu().float()
+    return float(((aabb[3:] - aabb[:3]) / torch.tensor(sampler.grid.binaries.shape[1:])).min())
 
 
 @torch.no_grad()

@@ -60,12 +60,14 @@ class TrainingStats:
     training_seconds: float = 0.0
 
     def record(self, step: int, seconds: float, loss: float, metrics: Mapping[str, Number],
-               sampling: Optional[Mapping[str, Number]] = None) -> None:
+               sampling: Optional[Mapping[str, Number]] = None, training_seconds: Optional[float] = None) -> None:
         """Add a step that took ``seconds`` (its own compute, viewer renders excluded) with its metrics
         (Python numbers) and the model's sampling figures, if it has them (``candidates``, ``kept``,
-        ``alpha_culled`` sample counts and the grid's ``occupied_fraction``)."""
+        ``alpha_culled`` sample counts and the grid's ``occupied_fraction``). ``training_seconds``: the
+        compute time of all steps so far, for a caller that records only some steps (default: the sum of
+        the recorded steps' ``seconds``)."""
         self.step = step
-        self.training_seconds += seconds
+        self.training_seconds = self.training_seconds + seconds if training_seconds is None else training_seconds
         rays = float(metrics.get("num_rays_per_batch", 0.0))
         samples = float(metrics.get("num_samples_per_batch", 0.0))
         self.steps.append(StepRecord(seconds, rays, samples))

@@ -3,10 +3,11 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 
-from nerfstudio_accel.viewer import accel_panel, scene_overlays
+from nerfstudio_accel.viewer import accel_panel, page_camera, scene_overlays
 from nerfstudio_accel.viewer.accel_panel import AccelPanel, summary_markdown
 from nerfstudio_accel.viewer.headless_browser import free_port
 from nerfstudio_accel.viewer.training_stats import TrainingStats
@@ -63,6 +64,15 @@ def test_panel_shows_the_pipelines_own_metrics(tiny_scene, tmp_path, viser_serve
     assert len(panel.stats.history) == 3 and len(panel.chart.figure.data[0].x) == 3
     counts = trainer.pipeline.model.sampling_figures()  # the panel turned the culling counts on
     assert counts["candidates"] >= counts["kept"] + counts["alpha_culled"] and counts["kept"] > 0
+
+
+def test_the_charts_clock_counts_every_step_not_only_the_recorded_ones(tiny_scene, tmp_path, viser_server):
+    trainer = make_trainer(tiny_scene, tmp_path, accel_panel_every=3)
+    trainer.accel_panel = AccelPanel(viser_server, trainer.pipeline, TrainingStats(max_steps=100))
+    run_steps(trainer, 0, 7)  # recorded at steps 0, 3 and 6
+    stats = trainer.accel_panel.stats
+    recorded = sum(record.seconds for record in stats.steps)
+    assert stats.history[-1][0] == trainer.training_seconds > recorded  # four unrecorded steps add their time
 
 
 def test_the_chart_is_redrawn_at_most_every_chart_interval(tiny_scene, tmp_path, viser_server):
@@ -125,6 +135,68 @@ def test_proposal_overlay_draws_the_main_samples_of_the_view_centre_ray(tmp_path
     along = (points - origin) @ direction
     assert (along > 0).all() and torch.allclose(origin + along[:, None] * direction, points, atol=1e-4)
     assert trainer.pipeline.model.training  # the overlay leaves the training mode as it was
+
+
+def test_the_centre_ray_is_the_ray_nerfstudio_renders_through_the_view_centre():
+    """The proposal overlay's ray follows nerfstudio's own viser-camera convention (its renders' rays)."""
+    from types import SimpleNamespace
+
+    import viser.transforms as vtf
+    from nerfstudio.viewer.utils import get_camera
+    from nerfstudio.viewer.viewer import Viewer
+
+    camera = SimpleNamespace(wxyz=vtf.SO3.from_rpy_radians(0.3, -0.7, 1.9).wxyz, position=np.array([4.0, -2.0, 7.0]), fov=0.9, aspect=1.0)
+    state = Viewer.get_camera_state(SimpleNamespace(ready=False, current_camera_idx=0), SimpleNamespace(camera=camera))
+    rays = get_camera(state, 65, 65).generate_rays(camera_indices=0)
+    origin, direction = page_camera.centre_ray(camera.wxyz, camera.position)
+    assert torch.allclose(origin, rays.origins[32, 32].float(), atol=1e-5)
+    assert torch.allclose(direction, rays.directions[32, 32].float(), atol=1e-5)
+
+
+def test_a_page_opened_at_a_training_camera_renders_that_cameras_view():
+    """viser_pose inverts nerfstudio's viser-to-nerfstudio camera conversion, and a page's camera is moved
+    once, on its first camera message."""
+    import contextlib
+    from types import SimpleNamespace
+
+    import viser.transforms as vtf
+    from nerfstudio.viewer.viewer import Viewer
+
+    rotation = torch.tensor(vtf.SO3.from_rpy_radians(-0.4, 1.1, 2.5).as_matrix(), dtype=torch.float32)
+    camera_to_world = torch.cat([rotation, torch.tensor([[0.5], [-3.0], [1.2]])], dim=1)
+    wxyz, position = page_camera.viser_pose(camera_to_world)
+    camera = SimpleNamespace(wxyz=wxyz, position=position, fov=0.7, aspect=1.5)
+    state = Viewer.get_camera_state(SimpleNamespace(ready=False, current_camera_idx=0), SimpleNamespace(camera=camera))
+    assert torch.allclose(state.c2w.float(), camera_to_world, atol=1e-5)
+
+    handlers = {}
+    server = SimpleNamespace(on_client_connect=lambda f: handlers.setdefault("connect", f))
+    page_camera.open_pages_at(server, camera_to_world, fov=0.7, centre=torch.zeros(3))
+    page = SimpleNamespace(position=np.zeros(3), wxyz=np.array([1.0, 0, 0, 0]), look_at=np.zeros(3), fov=1.3)
+    client = SimpleNamespace(camera=SimpleNamespace(on_update=lambda f: handlers.setdefault("update", f)), atomic=contextlib.nullcontext)
+    handlers["connect"](client)
+    handlers["update"](page)
+    assert np.allclose(page.position, position) and np.allclose(page.wxyz, wxyz) and page.fov == 0.7
+    forward = (page.look_at - page.position) / np.linalg.norm(page.look_at - page.position)
+    assert np.allclose(forward, -rotation[:, 2].double().numpy(), atol=1e-6)  # the orbit centre is on the view axis
+    page.position = np.ones(3)  # the user moves; later camera messages leave the camera alone
+    handlers["update"](page)
+    assert np.allclose(page.position, 1.0)
+
+
+def test_the_grid_overlay_draws_exactly_the_occupied_cells_of_the_finest_level():
+    from nerfstudio_accel.sampling.occupancy import OccupancySampler
+    from nerfstudio_accel.sampling.torch_ops import grid_cell_of_points
+
+    sampler = OccupancySampler(aabb=torch.tensor([-1.0, -2.0, -0.5, 1.0, 2.0, 1.5]), resolution=8, levels=2, backend="torch")
+    binaries = torch.zeros_like(sampler.grid.binaries)
+    binaries[0, 1, 5, 6] = binaries[0, 7, 0, 2] = binaries[1, 3, 3, 3] = True  # two fine cells, one coarse
+    sampler.grid.binaries.copy_(binaries)
+    centres = scene_overlays.occupied_cell_centres(sampler, max_points=100)
+    cell_ids, inside = grid_cell_of_points(centres, sampler.grid.aabbs, torch.tensor(binaries.shape[1:]))
+    assert centres.shape == (2, 3) and inside.all() and binaries.reshape(-1)[cell_ids].all()
+    assert (cell_ids < 8**3).all()  # the finest level's cells, not the coarse one
+    assert scene_overlays.finest_cell_size(sampler) == pytest.approx(0.25)  # x and z: 2 units over 8 cells
 
 
 def test_the_pages_train_util_slider_applies_and_cpu_starts_at_the_fast_preset(tiny_scene, tmp_path, viser_server):

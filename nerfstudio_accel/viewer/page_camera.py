@@ -1,0 +1,82 @@
+"""Cameras of the viewer's pages: viser's and nerfstudio's conventions, and where a page opens.
+
+viser's camera looks along its +z axis (OpenCV axes) in units 10x the world's; nerfstudio's looks along
+-z (OpenGL axes). :func:`viser_pose` and :func:`centre_ray` convert between the two as nerfstudio's
+viewer does (``Viewer.get_camera_state``).
+
+nerfstudio 1.1.5 leaves a new page at viser's default camera, (3, 3, 3) viser units looking at the
+origin: 0.3 world units from the centre, inside most scenes. From there every ray crosses the scene's
+occupied cells, so the page's first renders are the most expensive it will ask for (on lego, ~70
+samples per ray against ~6 from a training view) and show the scene from inside. :func:`open_pages_at`
+moves each new page's camera once, on its first camera message, to a training camera, as a click on
+that camera's frustum would; the user moves freely from there.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Tuple
+
+import numpy as np
+import torch
+from jaxtyping import Float
+from nerfstudio.viewer.viewer import VISER_NERFSTUDIO_SCALE_RATIO
+from torch import Tensor
+
+
+def viser_pose(camera_to_world: Float[Tensor, "3 4"]) -> Tuple[np.ndarray, np.ndarray]:
+    """``(wxyz, position)`` of a viser camera (OpenCV axes, viser units) that sees what a nerfstudio camera
+    (OpenGL axes: -z forward, +y up; world units) sees: nerfstudio's viewer turns a viser camera into a
+    nerfstudio one by rotating it half a turn about x and dividing its position by 10; this inverts that."""
+    import viser.transforms as vtf
+
+    pose = camera_to_world.detach().cpu().double().numpy()
+    rotation = vtf.SO3.from_matrix(pose[:, :3]) @ vtf.SO3.from_x_radians(np.pi)
+    return rotation.wxyz, pose[:, 3] * VISER_NERFSTUDIO_SCALE_RATIO
+
+
+def centre_ray(wxyz, position) -> Tuple[torch.Tensor, torch.Tensor]:
+    """Origin and unit direction (nerfstudio world units) of the centre ray of a viser camera: viser's
+    camera looks along its +z axis and stands at ``position`` in viser's scaled units."""
+    import viser.transforms as vtf
+
+    forward = vtf.SO3(np.asarray(wxyz, dtype=np.float64)).as_matrix() @ np.array([0.0, 0.0, 1.0])
+    origin = np.asarray(position, dtype=np.float64) / VISER_NERFSTUDIO_SCALE_RATIO
+    return torch.tensor(origin, dtype=torch.float32), torch.tensor(forward, dtype=torch.float32)
+
+
+def vertical_fov(fy: float, height: int) -> float:
+    """Vertical field of view in radians of a pinhole camera ``height`` pixels tall."""
+    return 2.0 * math.atan(0.5 * height / fy)
+
+
+def open_pages_at(server, camera_to_world: Float[Tensor, "3 4"], fov: float, centre: Float[Tensor, "3"]) -> None:
+    """On each new page's first camera message, move its camera to ``camera_to_world`` (world units) with
+    vertical ``fov``; the orbit controls then turn about the point of the view axis nearest ``centre``."""
+    wxyz, position = viser_pose(camera_to_world)
+    forward = camera_to_world[:, :3].detach().cpu().double().numpy() @ np.array([0.0, 0.0, -1.0])
+    to_centre = centre.detach().cpu().double().numpy() * VISER_NERFSTUDIO_SCALE_RATIO - position
+    look_at = position + forward * max(float(to_centre @ forward), 0.1 * float(np.linalg.norm(to_centre)), 1e-3)
+
+    @server.on_client_connect
+    def _(client) -> None:
+        moved = []
+
+        @client.camera.on_update
+        def _(camera) -> None:
+            if moved:
+                return
+            moved.append(True)
+            with client.atomic():
+                camera.position = position
+                camera.wxyz = wxyz
+                camera.look_at = look_at
+                camera.fov = fov
+
+
+def first_training_view(pipeline) -> Tuple[Float[Tensor, "3 4"], float, Float[Tensor, "3"]]:
+    """The first training camera's pose and vertical field of view, and the scene box's centre."""
+    dataset = pipeline.datamanager.train_dataset
+    cameras = dataset.cameras
+    fov = vertical_fov(float(cameras.fy[0]), int(cameras.height[0]))
+    return cameras.camera_to_worlds[0], fov, dataset.scene_box.aabb.float().mean(dim=0)
