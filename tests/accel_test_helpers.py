@@ -23,12 +23,13 @@ def make_trainer(
     pipeline: Optional[Dict[str, Any]] = None,
     model: Optional[Dict[str, Any]] = None,
     dataparser: Optional[Any] = None,
+    method: Optional[AccelTrainerConfig] = None,
     **trainer_overrides,
 ) -> AccelTrainer:
     """accel-ngp's AccelTrainer on ``device``, as ns-train builds it, on a Blender-format scene (or the
     given ``dataparser`` config's format); ``pipeline`` and ``model`` override those configs' fields,
-    keyword arguments the trainer config's."""
-    config = copy.deepcopy(accel_ngp.config)
+    keyword arguments the trainer config's. ``method``: another method's config than accel-ngp's."""
+    config = copy.deepcopy(method if method is not None else accel_ngp.config)
     assert isinstance(config, AccelTrainerConfig)
     config.machine.device_type = device
     config.vis = "tensorboard"

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import copy
 
+import accel_test_helpers
 import pytest
 import torch
-from nerfstudio.data.dataparsers.blender_dataparser import BlenderDataParserConfig
 from nerfstudio.field_components.field_heads import FieldHeadNames
 
 from nerfstudio_accel import metrics as accel_metrics
@@ -17,19 +17,10 @@ from nerfstudio_accel.pipelines.hard_mining import HardSampleMiningPipelineConfi
 
 def make_trainer(scene, output_dir, **pipeline_overrides):
     """accel-nerfacto as ns-train builds it, on CPU with torch encodings, on a Blender-format scene."""
-    config = copy.deepcopy(accel_nerfacto.config)
-    assert isinstance(config.pipeline, HardSampleMiningPipelineConfig) and config.pipeline.hard_mining
-    config.machine.device_type = "cpu"
-    config.vis = "tensorboard"
-    config.output_dir = output_dir
-    config.pipeline.datamanager.dataparser = BlenderDataParserConfig(data=scene)
-    config.pipeline.model.implementation = "torch"
-    for key, value in pipeline_overrides.items():
-        setattr(config.pipeline, key, value)
-    config.set_timestamp()
-    trainer = config.setup(local_rank=0, world_size=1)
-    trainer.setup()
-    return trainer
+    assert isinstance(accel_nerfacto.config.pipeline, HardSampleMiningPipelineConfig) and accel_nerfacto.config.pipeline.hard_mining
+    return accel_test_helpers.make_trainer(
+        scene, output_dir, method=accel_nerfacto.config, pipeline=pipeline_overrides, model={"implementation": "torch"}
+    )
 
 
 def test_seams_reproduce_nerfactos_field(tiny_scene, tmp_path):

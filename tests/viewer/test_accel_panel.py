@@ -104,6 +104,23 @@ def test_toggles_add_and_remove_bounded_scene_nodes(tiny_scene, tmp_path, viser_
     assert panel.nodes == {} and not trainer.pipeline.record_hard_samples
 
 
+def test_both_overlays_draw_for_accel_nerfacto(tiny_scene, tmp_path, viser_server, monkeypatch):
+    """accel-nerfacto's samples give the overlays the same flat positions and ray indices as accel-ngp's."""
+    from nerfstudio_accel.methods import accel_nerfacto
+
+    trainer = make_trainer(tiny_scene, tmp_path, method=accel_nerfacto.config, model={"implementation": "torch"})
+    panel = AccelPanel(viser_server, trainer.pipeline, TrainingStats(max_steps=10), max_points=50)
+    trainer.accel_panel = panel
+    origin, direction = torch.tensor([0.0, -3.0, 0.5]), torch.tensor([0.0, 1.0, 0.0])
+    monkeypatch.setattr(panel, "view_centre_ray", lambda: (origin, direction))
+    panel.show_sampling.value = panel.show_hard.value = True
+    run_steps(trainer, 0, 2)
+    panel.refresh()
+    assert accel_panel.PROPOSAL_NODE in panel.nodes and accel_panel.HARD_NODE in panel.nodes
+    ray_indices, positions, n_rays, hard = trainer.pipeline.last_hard_samples
+    assert positions.shape == (ray_indices.numel(), 3) and int(ray_indices.max()) == n_rays - 1 and hard.numel() > 0
+
+
 def test_hard_sample_shares_are_per_ray():
     rays = torch.tensor([0, 0, 0, 0, 1, 1])
     positions = torch.arange(18, dtype=torch.float32).reshape(6, 3)
