@@ -199,6 +199,8 @@ class AccelTrainer(Trainer):
     # --- one step --------------------------------------------------------------------------------
 
     def train_iteration(self, step: int):
+        if self.accel_panel is not None:
+            self.accel_panel.record_this_step(step % self.config.accel_panel_every == 0)
         started = time.perf_counter()
         loss, loss_dict, metrics_dict = self._train_iteration(step)
         self._record_for_panel(step, time.perf_counter() - started, loss, metrics_dict)

@@ -261,8 +261,8 @@ class AccelNGPModel(Model):
         )
         self.background_mode: BackgroundMode = cfg.background
         self.record_sampling = False
-        """Count each training step's culled samples into :attr:`last_sampling` (the viewer's Accel panel
-        turns this on; off, a step pays nothing for it)."""
+        """Count this training step's culled samples into :attr:`last_sampling` (the viewer's Accel panel
+        turns this on for the steps it reads; off, a step pays nothing for it)."""
         self.last_sampling: Dict[str, Union[int, Tensor]] = {}
         """Sample counts of the last training step on the occupancy path (see :meth:`sampling_figures`)."""
         self.image_metrics = ImageMetrics()

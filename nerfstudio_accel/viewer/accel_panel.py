@@ -99,7 +99,6 @@ class AccelPanel:
         self.chart_drawn_at = float("-inf")
         self.nodes: Dict[str, object] = {}
         model = pipeline.model
-        model.record_sampling = True  # the culling counts of the table
         self.grid_sampler: Optional[OccupancySampler] = model.sampler if isinstance(getattr(model, "sampler", None), OccupancySampler) else None
         self.mines = hasattr(pipeline, "record_hard_samples")
         with server.gui.add_folder("Accel"):
@@ -110,6 +109,12 @@ class AccelPanel:
             self.show_hard = server.gui.add_checkbox("Show hard samples", initial_value=False, visible=self.mines)
         # No on_update callbacks: they would run on viser's thread while a step trains; the toggles
         # take effect at the next refresh, which the trainer calls between steps.
+
+    def record_this_step(self, recorded: bool) -> None:
+        """Before a step: the model counts its culled samples (two device reads and an ``exp`` over the
+        candidates) only on the steps whose figures the panel reads."""
+        if hasattr(self.pipeline.model, "record_sampling"):
+            self.pipeline.model.record_sampling = recorded
 
     def refresh(self) -> None:
         """Show the latest statistics, the chart at most every ``chart_every_seconds`` (a plotly figure
@@ -160,6 +165,8 @@ class AccelPanel:
         on = self.mines and bool(self.show_hard.value)
         if self.mines:
             self.pipeline.record_hard_samples = on
+        if not on and self.mines:
+            self.pipeline.last_hard_samples = None  # a stale batch is neither kept nor drawn when the toggle returns
         batch = getattr(self.pipeline, "last_hard_samples", None) if on else None
         if batch is None:
             self._replace(HARD_NODE, None, point_size=0.0)

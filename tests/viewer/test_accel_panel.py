@@ -75,6 +75,14 @@ def test_the_charts_clock_counts_every_step_not_only_the_recorded_ones(tiny_scen
     assert stats.history[-1][0] == trainer.training_seconds > recorded  # four unrecorded steps add their time
 
 
+def test_culled_samples_are_counted_only_on_the_steps_the_panel_reads(tiny_scene, tmp_path, viser_server):
+    trainer = make_trainer(tiny_scene, tmp_path, accel_panel_every=3)
+    trainer.accel_panel = AccelPanel(viser_server, trainer.pipeline, TrainingStats(max_steps=100))
+    run_steps(trainer, 0, 5)  # read at steps 0 and 3
+    model = trainer.pipeline.model
+    assert not model.record_sampling and model.last_sampling["candidates"] > 0  # step 3's counts, step 4 not counted
+
+
 def test_the_chart_is_redrawn_at_most_every_chart_interval(tiny_scene, tmp_path, viser_server):
     trainer = make_trainer(tiny_scene, tmp_path, accel_panel_every=1)
     trainer.accel_panel = AccelPanel(viser_server, trainer.pipeline, TrainingStats(max_steps=10), chart_every_seconds=3600.0)
