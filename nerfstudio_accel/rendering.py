@@ -67,6 +67,22 @@ def background_colors(mode: BackgroundMode, n_rays: int, device: torch.device, t
     return torch.tensor(EVAL_BACKGROUND[mode], device=device).expand(n_rays, 3)
 
 
+def depth_over_background(
+    depth: Float[Tensor, "n_rays 1"], accumulation: Float[Tensor, "n_rays 1"], origins: Float[Tensor, "n_rays 3"],
+    aabb: Float[Tensor, "2 3"],
+) -> Float[Tensor, "n_rays 1"]:
+    """Expected termination distance with the background as an opaque wall just beyond the scene box
+    (distance to the box's centre plus its half diagonal): ``acc * depth + (1 - acc) * wall``.
+
+    ``render_packed``'s depth of an empty ray is 0, "at the camera"; nerfstudio's viewer composites its
+    3D scene (camera frustums, the Accel overlays) against the rendered depth, so every node behind an
+    empty pixel would be hidden. Rendered for the viewer and ``ns-eval``, not for training."""
+    low, high = aabb.to(origins).reshape(2, 3)
+    centre, half_diagonal = (low + high) / 2, torch.linalg.norm(high - low) / 2
+    wall = torch.linalg.norm(origins - centre, dim=-1, keepdim=True) + half_diagonal
+    return accumulation * depth + (1.0 - accumulation) * wall
+
+
 def composite_ground_truth(image: Float[Tensor, "*batch channels"], background: Float[Tensor, "*batch 3"]) -> Float[Tensor, "*batch 3"]:
     """Blend an RGBA target over ``background`` (the same colours the prediction was blended over);
     RGB targets pass through unchanged."""

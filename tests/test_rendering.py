@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
 from nerfacc import volrend
@@ -194,3 +196,15 @@ def test_rgb_targets_pass_through():
     """Targets without alpha are returned unchanged, whatever the background."""
     image = torch.rand(4, 6, 3, generator=torch.Generator().manual_seed(6))
     assert torch.equal(rendering.composite_ground_truth(image, torch.rand(4, 6, 3)), image)
+
+
+def test_depth_over_background_puts_empty_rays_on_a_wall_beyond_the_scene_box():
+    """An empty ray ends on the wall (distance to the box's centre plus its half diagonal), an opaque
+    ray keeps its depth, and a half-transparent one lies halfway between."""
+    aabb = torch.tensor([[-1.0, -1.0, -1.0], [1.0, 1.0, 1.0]])  # a SceneBox.aabb
+    origins = torch.tensor([[0.0, 0.0, 4.0], [3.0, 0.0, 4.0], [0.0, 0.0, -2.0]])
+    depth = torch.tensor([[0.0], [4.0], [1.5]])
+    accumulation = torch.tensor([[0.0], [1.0], [0.5]])
+    result = rendering.depth_over_background(depth, accumulation, origins, aabb)
+    wall = 4.0 + math.sqrt(3.0), 2.0 + math.sqrt(3.0)
+    torch.testing.assert_close(result, torch.tensor([[wall[0]], [4.0], [0.5 * 1.5 + 0.5 * wall[1]]]))

@@ -33,6 +33,7 @@ from typing import Any, Dict, List, Literal, Optional, Type
 
 import torch
 import tyro
+import viser
 from nerfstudio.engine.trainer import Trainer, TrainerConfig
 from nerfstudio.utils.rich_utils import CONSOLE
 
@@ -164,14 +165,14 @@ class AccelTrainer(Trainer):
         if control_panel is not None and self.autocast_device == "cpu":  # nerfstudio's "Fast" preset: renders hold training up
             control_panel._train_util.value, control_panel._max_res.value = 0.95, 256
         server = getattr(self.viewer_state, "viser_server", None)
-        if server is None or not hasattr(server, "gui"):  # no viewer, or the legacy one
+        if not isinstance(server, viser.ViserServer):  # no viewer, or the legacy one
             return
         if self.config.viewer_opens_at_training_camera:
             page_camera.open_pages_at(server, *page_camera.first_training_view(self.pipeline))
         if self.config.accel_panel_every <= 0:
             return
         stats = TrainingStats(max_steps=self.config.max_num_iterations + self._start_step, precision=self.precision)
-        self.accel_panel = AccelPanel(server, self.pipeline, stats)
+        self.accel_panel = AccelPanel(server, self.pipeline, stats, train_lock=self.train_lock)
 
     def _update_viewer_state(self, step: int) -> None:
         """nerfstudio's viewer update, with the page's Train Util slider in effect (nerfstudio 1.1.5 shows the

@@ -36,7 +36,9 @@ from nerfstudio_accel.fields.hash_grid_field import (
 )
 from nerfstudio_accel.fields.proposal_field import ProposalDensityField
 from nerfstudio_accel.metrics import ImageMetrics
-from nerfstudio_accel.rendering import BackgroundMode, background_colors, composite_ground_truth, render_packed
+from nerfstudio_accel.rendering import (
+    BackgroundMode, background_colors, composite_ground_truth, depth_over_background, render_packed,
+)
 from nerfstudio_accel.sampling.occupancy import MarchingOptions, OccupancySampler, SamplerBackend, evaluate_in_chunks
 from nerfstudio_accel.sampling import torch_ops
 from nerfstudio_accel.sampling.packed import PackedSamples
@@ -416,6 +418,8 @@ class AccelNGPModel(Model):
         outputs = render_packed(samples, density, color, background, use_nerfacc=use_nerfacc)
         outputs["background"] = background
         outputs["num_samples_per_ray"] = samples.samples_per_ray()
+        if not self.training:
+            outputs["depth"] = depth_over_background(outputs["depth"], outputs["accumulation"], samples.origins, self.scene_box.aabb)
         if self.training and samples.proposal is not None and samples.n_rays > 0:
             weights = outputs["weights"].reshape(samples.n_rays, -1)
             outputs["interlevel_loss"] = ProposalSampler.interlevel_loss(samples.proposal, weights)

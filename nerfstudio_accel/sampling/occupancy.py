@@ -138,6 +138,8 @@ class OccupancySampler(nn.Module):
         self.register_buffer("warmed_up", torch.tensor(False))
         self.requested_backend: SamplerBackend = backend
         self._resolved: dict[str, ResolvedSamplerBackend] = {}
+        self.updates = 0
+        """Grid updates made so far in this process (the viewer redraws the grid only when it changes)."""
 
     def backend_for(self, device: torch.device) -> ResolvedSamplerBackend:
         """The marching backend used for rays on ``device``."""
@@ -171,6 +173,7 @@ class OccupancySampler(nn.Module):
             ema_decay=ema_decay,
             warmup_steps=warmup_steps,
         )
+        self.updates += 1
 
     @torch.no_grad()
     def march(

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 import time
-from typing import Dict, List, Optional, Tuple, Union
+from typing import Callable, ContextManager, Dict, List, Optional, Tuple, Union
 
 import numpy as np
 import torch
@@ -91,24 +91,41 @@ class AccelPanel:
         stats: the trainer's :class:`TrainingStats`.
         max_points: bound on the points of each 3D overlay.
         chart_every_seconds: least wall time between redraws of the chart.
+        train_lock: the trainer's lock, held while a step trains; given, the toggles redraw as soon as
+            they change (else at the next refresh). :meth:`refresh` must be called holding it.
     """
 
-    def __init__(self, server, pipeline, stats: TrainingStats, max_points: int = 20_000, chart_every_seconds: float = 2.0) -> None:
+    def __init__(
+        self, server, pipeline, stats: TrainingStats, max_points: int = 20_000, chart_every_seconds: float = 2.0,
+        train_lock: Optional[ContextManager] = None,
+    ) -> None:
         self.server, self.pipeline, self.stats, self.max_points = server, pipeline, stats, max_points
         self.chart_every_seconds = chart_every_seconds
         self.chart_drawn_at = float("-inf")
         self.nodes: Dict[str, object] = {}
+        self.drawn_grid_updates: Optional[int] = None
         model = pipeline.model
         self.grid_sampler: Optional[OccupancySampler] = model.sampler if isinstance(getattr(model, "sampler", None), OccupancySampler) else None
-        self.mines = hasattr(pipeline, "record_hard_samples")
+        self.mines = hasattr(pipeline, "record_hard_samples") and bool(getattr(pipeline.config, "hard_mining", False))
         with server.gui.add_folder("Accel"):
             self.summary = server.gui.add_markdown("training starts...")
             self.chart = server.gui.add_plotly(history_figure([]), aspect=1.4)
             label = "Show occupancy grid" if self.grid_sampler is not None else "Show proposal samples (centre ray)"
             self.show_sampling = server.gui.add_checkbox(label, initial_value=False)
             self.show_hard = server.gui.add_checkbox("Show hard samples", initial_value=False, visible=self.mines)
-        # No on_update callbacks: they would run on viser's thread while a step trains; the toggles
-        # take effect at the next refresh, which the trainer calls between steps.
+        if train_lock is not None:  # a tick redraws at once between steps, and while paused or done
+            self._redraw_on_tick(self.show_sampling, self.draw_sampling, train_lock)
+            self._redraw_on_tick(self.show_hard, self.draw_hard_samples, train_lock)
+
+    @staticmethod
+    def _redraw_on_tick(checkbox, draw: Callable[[], None], train_lock: ContextManager) -> None:
+        """Run ``draw`` when ``checkbox`` changes, on viser's thread, holding the trainer's lock (so never
+        while a step trains; the trainer's refreshes run under the same lock)."""
+
+        @checkbox.on_update
+        def _(_) -> None:
+            with train_lock:
+                draw()
 
     def record_this_step(self, recorded: bool) -> None:
         """Before a step: the model counts its culled samples (two device reads and an ``exp`` over the
@@ -142,10 +159,15 @@ class AccelPanel:
         )
 
     def draw_sampling(self) -> None:
-        """The occupied cells of the grid's finest level, or the proposal sampler's picks on the centre
-        ray of the first connected client's view; removed when the toggle is off."""
+        """The occupied cells of the grid's finest level (sent again only after a grid update), or the
+        proposal sampler's picks on the centre ray of the first connected client's view; removed when the
+        toggle is off."""
         on = bool(self.show_sampling.value)
         if self.grid_sampler is not None:
+            updates = self.grid_sampler.updates if on else None
+            if updates == self.drawn_grid_updates:
+                return
+            self.drawn_grid_updates = updates
             points = scene_overlays.occupied_cell_centres(self.grid_sampler, self.max_points) if on else None
             self._replace(GRID_NODE, points, point_size=0.5 * scene_overlays.finest_cell_size(self.grid_sampler))
             return

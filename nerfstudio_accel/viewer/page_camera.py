@@ -8,8 +8,10 @@ nerfstudio 1.1.5 leaves a new page at viser's default camera, (3, 3, 3) viser un
 origin: 0.3 world units from the centre, inside most scenes. From there every ray crosses the scene's
 occupied cells, so the page's first renders are the most expensive it will ask for (on lego, ~70
 samples per ray against ~6 from a training view) and show the scene from inside. :func:`open_pages_at`
-moves each new page's camera once, on its first camera message, to a training camera, as a click on
-that camera's frustum would; the user moves freely from there.
+moves each new page's camera once, on its first camera message, next to a training camera: its view
+turned a few degrees about the scene, so that the camera's own frustum, which nerfstudio draws with the
+training image in it, does not stand in front of the page and hide the render. The user moves freely
+from there.
 """
 
 from __future__ import annotations
@@ -50,13 +52,35 @@ def vertical_fov(fy: float, height: int) -> float:
     return 2.0 * math.atan(0.5 * height / fy)
 
 
-def open_pages_at(server, camera_to_world: Float[Tensor, "3 4"], fov: float, centre: Float[Tensor, "3"]) -> None:
-    """On each new page's first camera message, move its camera to ``camera_to_world`` (world units) with
-    vertical ``fov``; the orbit controls then turn about the point of the view axis nearest ``centre``."""
-    wxyz, position = viser_pose(camera_to_world)
-    forward = camera_to_world[:, :3].detach().cpu().double().numpy() @ np.array([0.0, 0.0, -1.0])
-    to_centre = centre.detach().cpu().double().numpy() * VISER_NERFSTUDIO_SCALE_RATIO - position
-    look_at = position + forward * max(float(to_centre @ forward), 0.1 * float(np.linalg.norm(to_centre)), 1e-3)
+def orbit_point(camera_to_world: Float[Tensor, "3 4"], centre: Float[Tensor, "3"]) -> Float[Tensor, "3"]:
+    """The point of the camera's view axis nearest ``centre`` (at least a tenth of the distance to it in
+    front of the camera): where the orbit controls turn about."""
+    position, forward = camera_to_world[:, 3].double(), -camera_to_world[:, 2].double()
+    to_centre = centre.double() - position
+    ahead = max(float(to_centre @ forward), 0.1 * float(torch.linalg.norm(to_centre)), 1e-4)
+    return position + ahead * forward
+
+
+def orbited(camera_to_world: Float[Tensor, "3 4"], pivot: Float[Tensor, "3"], radians: float) -> Float[Tensor, "3 4"]:
+    """The camera turned by ``radians`` about its own up axis through ``pivot`` (a step sideways around
+    the scene that keeps ``pivot`` on the view axis)."""
+    pose = camera_to_world.detach().cpu().double()
+    up = pose[:, 1] / torch.linalg.norm(pose[:, 1])
+    cross = torch.tensor([[0.0, -up[2], up[1]], [up[2], 0.0, -up[0]], [-up[1], up[0], 0.0]], dtype=torch.float64)
+    turn = torch.eye(3, dtype=torch.float64) + math.sin(radians) * cross + (1.0 - math.cos(radians)) * cross @ cross
+    pivot = pivot.detach().cpu().double()
+    return torch.cat([turn @ pose[:, :3], (pivot + turn @ (pose[:, 3] - pivot))[:, None]], dim=1)
+
+
+def open_pages_at(
+    server, camera_to_world: Float[Tensor, "3 4"], fov: float, centre: Float[Tensor, "3"], step_aside_radians: float = math.radians(8.0)
+) -> None:
+    """On each new page's first camera message, move its camera to ``camera_to_world`` (world units),
+    turned by ``step_aside_radians`` about the view axis' point nearest ``centre`` (clear of the camera's
+    own frustum), with vertical ``fov``; the orbit controls then turn about that point."""
+    pivot = orbit_point(camera_to_world.detach().cpu(), centre.detach().cpu())
+    wxyz, position = viser_pose(orbited(camera_to_world, pivot, step_aside_radians))
+    look_at = pivot.numpy() * VISER_NERFSTUDIO_SCALE_RATIO
 
     @server.on_client_connect
     def _(client) -> None:

@@ -199,7 +199,8 @@ class RefusesEmptyInput(torch.nn.Module):
 
 def test_field_kernels_are_never_called_without_samples(tiny_scene, tmp_path):
     """Every ray misses (empty grid): training, hard mining's scoring and evaluation render the background
-    without calling the field's encodings or MLPs on an empty batch."""
+    without calling the field's encodings or MLPs on an empty batch; outside training an empty ray's depth
+    is beyond the scene box (the viewer composites its 3D scene against it), in training it stays 0."""
     trainer = make_trainer(tiny_scene, tmp_path, background="white")
     pipeline, model = trainer.pipeline, trainer.pipeline.model
     field = model.field
@@ -213,6 +214,8 @@ def test_field_kernels_are_never_called_without_samples(tiny_scene, tmp_path):
         model.train(training)
         outputs = model.get_outputs(ray_bundle)
         assert torch.equal(outputs["rgb"], torch.ones_like(outputs["rgb"]))
+        beyond_box = torch.linalg.norm(ray_bundle.origins - model.scene_box.aabb.mean(dim=0), dim=-1, keepdim=True)
+        assert (outputs["depth"] == 0).all() if training else (outputs["depth"] > beyond_box).all()
 
 
 def test_direction_encoding_input_follows_the_encoding_built():

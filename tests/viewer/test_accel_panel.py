@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 import torch
@@ -101,6 +103,13 @@ def test_toggles_add_and_remove_bounded_scene_nodes(tiny_scene, tmp_path, viser_
     panel.draw_sampling()
     grid = scene_overlays.occupied_cell_centres(trainer.pipeline.model.sampler, 50)
     assert accel_panel.GRID_NODE in panel.nodes and 0 < grid.shape[0] <= 50
+    drawn = panel.nodes[accel_panel.GRID_NODE]
+    panel.draw_sampling()
+    assert panel.nodes[accel_panel.GRID_NODE] is drawn  # the grid is sent again only after it changes
+    sampler = trainer.pipeline.model.sampler
+    sampler.update(0, trainer.pipeline.model.field.density, trainer.pipeline.model.marching.render_step_size)
+    panel.draw_sampling()
+    assert panel.nodes[accel_panel.GRID_NODE] is not drawn
     panel.show_hard.value = True
     panel.draw_hard_samples()
     assert trainer.pipeline.record_hard_samples and accel_panel.HARD_NODE not in panel.nodes  # no batch kept yet
@@ -110,6 +119,45 @@ def test_toggles_add_and_remove_bounded_scene_nodes(tiny_scene, tmp_path, viser_
     panel.show_sampling.value = panel.show_hard.value = False
     panel.refresh()
     assert panel.nodes == {} and not trainer.pipeline.record_hard_samples
+
+
+def test_a_tick_redraws_between_steps_and_while_training_is_paused(tiny_scene, tmp_path, viser_server):
+    """With the trainer's lock the toggle draws on its own (no refresh needed: training may be paused or
+    done), but never while the lock is held, i.e. while a step trains."""
+    import threading
+    import time
+
+    trainer = make_trainer(tiny_scene, tmp_path)
+    train_lock = threading.Lock()
+    panel = AccelPanel(viser_server, trainer.pipeline, TrainingStats(max_steps=10), train_lock=train_lock)
+
+    def wait_for(condition) -> bool:
+        deadline = time.monotonic() + 10.0
+        while not condition() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        return condition()
+
+    with train_lock:  # a step is training
+        panel.show_sampling.value = True
+        time.sleep(0.3)
+        assert accel_panel.GRID_NODE not in panel.nodes
+    assert wait_for(lambda: accel_panel.GRID_NODE in panel.nodes)
+    panel.show_sampling.value = False
+    assert wait_for(lambda: accel_panel.GRID_NODE not in panel.nodes)
+    panel.show_hard.value = True
+    assert wait_for(lambda: trainer.pipeline.record_hard_samples)
+
+
+def test_no_hard_sample_toggle_without_hard_mining(tiny_scene, tmp_path, viser_server):
+    """--pipeline.hard-mining False: the toggle is hidden, and ticking it anyway keeps no batch."""
+    trainer = make_trainer(tiny_scene, tmp_path, pipeline={"hard_mining": False})
+    panel = AccelPanel(viser_server, trainer.pipeline, TrainingStats(max_steps=10))
+    assert not panel.show_hard.visible
+    panel.show_hard.value = True
+    panel.refresh()
+    run_steps(trainer, 0, 1)
+    assert not trainer.pipeline.record_hard_samples and trainer.pipeline.last_hard_samples is None
+    assert accel_panel.HARD_NODE not in panel.nodes
 
 
 def test_both_overlays_draw_for_accel_nerfacto(tiny_scene, tmp_path, viser_server, monkeypatch):
@@ -178,10 +226,7 @@ def test_the_centre_ray_is_the_ray_nerfstudio_renders_through_the_view_centre():
     assert torch.allclose(direction, rays.directions[32, 32].float(), atol=1e-5)
 
 
-def test_a_page_opened_at_a_training_camera_renders_that_cameras_view():
-    """viser_pose inverts nerfstudio's viser-to-nerfstudio camera conversion, and a page's camera is moved
-    once, on its first camera message."""
-    import contextlib
+def test_viser_pose_inverts_nerfstudios_viser_to_nerfstudio_conversion():
     from types import SimpleNamespace
 
     import viser.transforms as vtf
@@ -194,16 +239,36 @@ def test_a_page_opened_at_a_training_camera_renders_that_cameras_view():
     state = Viewer.get_camera_state(SimpleNamespace(ready=False, current_camera_idx=0), SimpleNamespace(camera=camera))
     assert torch.allclose(state.c2w.float(), camera_to_world, atol=1e-5)
 
+
+def test_a_page_opens_beside_a_training_camera_clear_of_its_frustum():
+    """A page's camera is moved once, on its first camera message, to the training camera turned a few
+    degrees about the scene: the scene's centre stays on the view axis at the same distance, and the
+    training camera (whose frustum nerfstudio draws with its image) is outside the page's view."""
+    import contextlib
+    from types import SimpleNamespace
+
+    import viser.transforms as vtf
+
+    camera_to_world = torch.tensor([[1.0, 0.0, 0.0, 0.0], [0.0, 0.0, -1.0, -4.0], [0.0, 1.0, 0.0, 0.3]])  # looks along +y
+    centre = torch.tensor([0.0, 0.5, 0.0])
     handlers = {}
     server = SimpleNamespace(on_client_connect=lambda f: handlers.setdefault("connect", f))
-    page_camera.open_pages_at(server, camera_to_world, fov=0.7, centre=torch.zeros(3))
+    page_camera.open_pages_at(server, camera_to_world, fov=0.7, centre=centre, step_aside_radians=math.radians(8.0))
     page = SimpleNamespace(position=np.zeros(3), wxyz=np.array([1.0, 0, 0, 0]), look_at=np.zeros(3), fov=1.3)
     client = SimpleNamespace(camera=SimpleNamespace(on_update=lambda f: handlers.setdefault("update", f)), atomic=contextlib.nullcontext)
     handlers["connect"](client)
     handlers["update"](page)
-    assert np.allclose(page.position, position) and np.allclose(page.wxyz, wxyz) and page.fov == 0.7
-    forward = (page.look_at - page.position) / np.linalg.norm(page.look_at - page.position)
-    assert np.allclose(forward, -rotation[:, 2].double().numpy(), atol=1e-6)  # the orbit centre is on the view axis
+
+    scale = 10.0  # viser units per world unit
+    pivot = np.array([0.0, 0.5, 0.3])  # the view axis' point nearest the centre
+    assert np.allclose(page.look_at, pivot * scale) and page.fov == 0.7
+    forward = vtf.SO3(page.wxyz).as_matrix() @ np.array([0.0, 0.0, 1.0])  # viser cameras look along +z
+    assert np.allclose(page.position + forward * np.linalg.norm(page.look_at - page.position), page.look_at, atol=1e-6)
+    assert np.linalg.norm(page.position / scale - pivot) == pytest.approx(4.5)
+    assert np.degrees(np.arccos(forward @ np.array([0.0, 1.0, 0.0]))) == pytest.approx(8.0)
+    to_training_camera = np.array([0.0, -4.0, 0.3]) * scale - page.position
+    off_axis = np.degrees(np.arccos(forward @ to_training_camera / np.linalg.norm(to_training_camera)))
+    assert off_axis > 60.0  # well outside any field of view a page has
     page.position = np.ones(3)  # the user moves; later camera messages leave the camera alone
     handlers["update"](page)
     assert np.allclose(page.position, 1.0)
