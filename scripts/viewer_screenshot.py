@@ -28,14 +28,16 @@ def main(argv: Optional[List[str]] = None) -> None:
     parser.add_argument("--toggle", action="append", default=None,
                         help="label of a panel checkbox to tick (repeatable; default: Show occupancy grid)")
     parser.add_argument("--output", type=Path, default=Path("docs/images/viewer_accel_panel.png"))
+    parser.add_argument("--window", type=int, nargs=2, default=(1280, 1000), metavar=("WIDTH", "HEIGHT"))
     args = parser.parse_args(own)
     from PIL import Image
+    from selenium.webdriver.common.action_chains import ActionChains
 
     process, port, _ = start_training_with_viewer(args, extra, "viewer-screenshot-")
     driver = None
     try:
         wait_for_port(port, process, timeout=300)
-        driver = open_page(f"http://127.0.0.1:{port}", width=1280, height=800)
+        driver = open_page(f"http://127.0.0.1:{port}", *args.window)
         read_panel(driver, timeout=120)
         time.sleep(args.warmup)
         for label in args.toggle or ["Show occupancy grid"]:
@@ -44,7 +46,10 @@ def main(argv: Optional[List[str]] = None) -> None:
         deadline = time.monotonic() + 120
         while read_panel(driver, timeout=60)[0] < step + 20 and time.monotonic() < deadline:
             time.sleep(1.0)
-        time.sleep(5.0)  # a render after the overlay
+        accel_folder = driver.find_element("xpath", "//*[normalize-space(text())='Accel']")
+        driver.execute_script("arguments[0].scrollIntoView({block: 'start'});", accel_folder)
+        ActionChains(driver).move_to_element(driver.find_element("tag name", "canvas")).perform()  # no tooltip
+        time.sleep(10.0)  # a settled render after the overlay
         image = Image.open(io.BytesIO(driver.get_screenshot_as_png())).convert("RGB")
         args.output.parent.mkdir(parents=True, exist_ok=True)
         image.quantize(colors=256, method=Image.Quantize.MEDIANCUT).save(args.output, optimize=True)

@@ -78,8 +78,8 @@ class AccelTrainerConfig(TrainerConfig):
     max_consecutive_skips: int = 20
     """Stop training after this many steps in a row with non-finite loss or gradients."""
     viewer_opens_at_training_camera: bool = True
-    """Open each web-viewer page at the first training camera's view (nerfstudio opens it at viser's default
-    spot, inside most scenes, where renders cost the most); the page's camera moves freely from there."""
+    """Open each web-viewer page beside the first training camera, clear of its frustum (nerfstudio opens it
+    at viser's default spot, inside most scenes, where renders cost the most); it moves freely from there."""
     accel_panel_every: int = 10
     """With the web viewer: steps between refreshes of its Accel panel (each reads the step's metrics from
     the device); 0: no panel. Without a viewer there is no panel and no cost."""

@@ -77,7 +77,7 @@ def history_figure(history: List[Tuple[float, float, float]]):
     figure.add_trace(go.Scatter(x=seconds, y=[h[2] for h in history], name="loss", mode="lines", yaxis="y2"))
     figure.update_layout(
         margin=dict(l=30, r=30, t=10, b=30), height=220, showlegend=True, legend=dict(orientation="h", y=-0.25),
-        xaxis=dict(title="training s"), yaxis=dict(title="PSNR"), yaxis2=dict(overlaying="y", side="right", type="log"),
+        xaxis=dict(title="training s"), yaxis=dict(title="PSNR"), yaxis2=dict(overlaying="y", side="right", type="log", dtick=1, tickformat=".0e"),
     )
     return figure
 
@@ -144,9 +144,10 @@ class AccelPanel:
         self.draw_sampling()
         self.draw_hard_samples()
 
-    def _replace(self, name: str, points: Optional[torch.Tensor], point_size: float, colours=None) -> None:
-        """Draw ``points`` as scene node ``name`` with ``point_size`` (both in world units), or remove the
-        node when ``points`` is None."""
+    def _replace(self, name: str, points: Optional[torch.Tensor], width: float, colours=None) -> None:
+        """Draw ``points`` as scene node ``name``, each ``width`` across (both in world units), or remove the
+        node when ``points`` is None. viser 0.2.7 draws a point ``2 * point_size`` across (its shader makes
+        it ``point_size / tan(fov / 2) * height / depth`` pixels)."""
         old = self.nodes.pop(name, None)
         if points is None:
             if old is not None:
@@ -155,7 +156,7 @@ class AccelPanel:
         colours = colours if colours is not None else (255, 160, 0)
         self.nodes[name] = self.server.scene.add_point_cloud(
             name, points=points.numpy().astype(np.float32) * VISER_NERFSTUDIO_SCALE_RATIO, colors=colours,
-            point_size=point_size * VISER_NERFSTUDIO_SCALE_RATIO,
+            point_size=0.5 * width * VISER_NERFSTUDIO_SCALE_RATIO,
         )
 
     def draw_sampling(self) -> None:
@@ -169,11 +170,11 @@ class AccelPanel:
                 return
             self.drawn_grid_updates = updates
             points = scene_overlays.occupied_cell_centres(self.grid_sampler, self.max_points) if on else None
-            self._replace(GRID_NODE, points, point_size=0.5 * scene_overlays.finest_cell_size(self.grid_sampler))
+            self._replace(GRID_NODE, points, width=0.35 * scene_overlays.finest_cell_size(self.grid_sampler))
             return
         ray = self.view_centre_ray() if on else None
         points = scene_overlays.centre_ray_samples(self.pipeline.model, *ray) if ray is not None else None
-        self._replace(PROPOSAL_NODE, points, point_size=0.01, colours=(0, 200, 255))
+        self._replace(PROPOSAL_NODE, points, width=0.02, colours=(0, 200, 255))
 
     def view_centre_ray(self) -> Optional[Tuple[torch.Tensor, torch.Tensor]]:
         """Origin and direction (world units) of the centre ray of the first client's camera; None
@@ -191,7 +192,7 @@ class AccelPanel:
             self.pipeline.last_hard_samples = None  # a stale batch is neither kept nor drawn when the toggle returns
         batch = getattr(self.pipeline, "last_hard_samples", None) if on else None
         if batch is None:
-            self._replace(HARD_NODE, None, point_size=0.0)
+            self._replace(HARD_NODE, None, width=0.0)
             return
         points, share = scene_overlays.hard_sample_points(*batch, max_points=self.max_points)
-        self._replace(HARD_NODE, points, point_size=0.005, colours=scene_overlays.share_colours(share))
+        self._replace(HARD_NODE, points, width=0.01, colours=scene_overlays.share_colours(share))

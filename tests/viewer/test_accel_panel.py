@@ -104,12 +104,17 @@ def test_toggles_add_and_remove_bounded_scene_nodes(tiny_scene, tmp_path, viser_
     grid = scene_overlays.occupied_cell_centres(trainer.pipeline.model.sampler, 50)
     assert accel_panel.GRID_NODE in panel.nodes and 0 < grid.shape[0] <= 50
     drawn = panel.nodes[accel_panel.GRID_NODE]
+    sent = []
+    add_point_cloud = viser_server.scene.add_point_cloud
+    viser_server.scene.add_point_cloud = lambda *args, **kwargs: sent.append(kwargs) or add_point_cloud(*args, **kwargs)
     panel.draw_sampling()
     assert panel.nodes[accel_panel.GRID_NODE] is drawn  # the grid is sent again only after it changes
     sampler = trainer.pipeline.model.sampler
     sampler.update(0, trainer.pipeline.model.field.density, trainer.pipeline.model.marching.render_step_size)
     panel.draw_sampling()
-    assert panel.nodes[accel_panel.GRID_NODE] is not drawn
+    assert panel.nodes[accel_panel.GRID_NODE] is not drawn and len(sent) == 1
+    cell = scene_overlays.finest_cell_size(sampler)
+    assert 2 * sent[0]["point_size"] == pytest.approx(0.35 * cell * 10.0)  # a third of a cell across, in viser units
     panel.show_hard.value = True
     panel.draw_hard_samples()
     assert trainer.pipeline.record_hard_samples and accel_panel.HARD_NODE not in panel.nodes  # no batch kept yet
