@@ -35,6 +35,7 @@ import torch
 import tyro
 import viser
 from nerfstudio.engine.trainer import Trainer, TrainerConfig
+from nerfstudio.utils.decorators import check_main_thread
 from nerfstudio.utils.rich_utils import CONSOLE
 
 from nerfstudio_accel.viewer import page_camera
@@ -272,9 +273,11 @@ class AccelTrainer(Trainer):
 
     # --- checkpoints and resume ------------------------------------------------------------------
 
+    @check_main_thread
     def save_checkpoint(self, step: int) -> None:
         """nerfstudio's checkpoint, written to a temporary file and renamed into place (atomic); the folder
-        is synced before older checkpoints go, so a power loss cannot leave none."""
+        is synced before older checkpoints go, so a power loss cannot leave none. Rank 0 only, as in
+        nerfstudio (other ranks would write and delete the same files)."""
         self.checkpoint_dir.mkdir(parents=True, exist_ok=True)
         final = self.checkpoint_dir / f"step-{step:09d}.ckpt"
         partial = self.checkpoint_dir / f".partial-{os.getpid()}-{final.name}"

@@ -98,6 +98,18 @@ def test_consecutive_non_finite_steps_stop_with_one_line(tiny_scene, tmp_path):
     assert str(trainer.checkpoint_dir / "step-000000001.ckpt") in message
 
 
+def test_only_rank_zero_writes_checkpoints(tiny_scene, tmp_path, monkeypatch):
+    from nerfstudio.utils import comms
+
+    trainer = make_trainer(tiny_scene, tmp_path)
+    monkeypatch.setattr(comms, "get_rank", lambda: 1)
+    trainer.save_checkpoint(1)
+    assert not trainer.checkpoint_dir.exists() or not any(trainer.checkpoint_dir.iterdir())
+    monkeypatch.setattr(comms, "get_rank", lambda: 0)
+    trainer.save_checkpoint(1)
+    assert (trainer.checkpoint_dir / "step-000000001.ckpt").exists()
+
+
 def test_checkpoint_round_trip_restores_scaler_grid_and_mining_state(tiny_scene, tmp_path):
     """Loss scale, occupancy grid, hard-mining tau_hat, parameters and optimizer state survive a save and load."""
     torch.manual_seed(0)
