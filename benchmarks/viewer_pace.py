@@ -20,7 +20,7 @@ from typing import List, Optional, Tuple
 
 import psutil
 
-from nerfstudio_accel.viewer.headless_browser import interrupt, open_page, scene_arguments, start_training_with_viewer
+from nerfstudio_accel.viewer.headless_browser import WatchedTraining, scene_arguments, start_training_with_viewer
 
 PROGRESS = re.compile(r"^(\d+) \(\d+\.\d+%\)", re.MULTILINE)
 ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
@@ -89,25 +89,18 @@ def main(argv: Optional[List[str]] = None) -> None:
     parser.add_argument("--warmup", type=float, default=30.0, help="seconds of training before the first window")
     args = parser.parse_args(own)
     process, port, log = start_training_with_viewer(args, extra, "viewer-pace-")
-    driver = None
-    try:
+    with WatchedTraining(process, port) as run:
         time.sleep(args.warmup)
         closed = report("page closed", window(log, args.seconds, process.pid, None))
-        driver = open_page(f"http://127.0.0.1:{port}")
+        driver = run.open_page()
         time.sleep(5.0)  # the page loads and connects
         if args.browser_nice:
             renice(driver.service.process.pid, args.browser_nice)
         opened = report("page open", window(log, args.seconds, process.pid, driver.service.process.pid))
-        driver.quit()
-        driver = None
+        run.close_page()
         time.sleep(2.0)
         closed_again = report("page closed again", window(log, args.seconds, process.pid, None))
         print(f"open / closed: {opened / max((closed + closed_again) / 2, 1e-9):.2f}x", flush=True)
-    finally:
-        if driver is not None:
-            driver.quit()
-        interrupt(process)
-
 
 if __name__ == "__main__":
     main()

@@ -1,10 +1,10 @@
 """Collectives for data-parallel training on torch.distributed (ranks started by nerfstudio's launcher,
 ``--machine.num-devices N``).
 
-Accel pipelines are not wrapped in DDP: a hard-mining step is a no-grad scoring forward followed by a
-graph forward over a subset of the samples, not the one forward and one backward that DDP's reducer
-follows. The trainer instead averages the gradients itself after each backward (:func:`average_gradients`),
-one all-reduce of one flat buffer, which is the same for every step shape.
+A hard-mining step is a no-grad scoring forward followed by a graph forward over a subset of the
+samples, not the one forward and one backward that DDP's reducer follows. :func:`average_gradients`
+averages the gradients after the backward instead, one all-reduce of one flat buffer, the same for every
+step shape. Not wired in yet: multi-rank training still goes through nerfstudio's DDP wrapper (issue 14).
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ def average_gradients(parameters: Iterable[nn.Parameter], weight: float) -> None
     used = torch.tensor([float(p.grad is not None) for p in params], device=device)
     flat = torch.cat([*pieces, used, torch.tensor([float(weight)], device=device)])
     dist.all_reduce(flat)
-    total_weight = flat[-1]
+    total_weight = flat[-1].clamp(min=1e-12)  # no rays on any rank: gradients stay zero, not 0/0
     used = flat[-1 - len(params):-1]
     offset = 0
     for index, p in enumerate(params):

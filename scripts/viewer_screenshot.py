@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import List, Optional
 
 from nerfstudio_accel.viewer.headless_browser import (
-    click_checkbox, interrupt, open_page, read_panel, scene_arguments, start_training_with_viewer, wait_for_port,
+    WatchedTraining, click_checkbox, read_panel, scene_arguments, start_training_with_viewer, wait_for_port,
 )
 
 
@@ -34,10 +34,9 @@ def main(argv: Optional[List[str]] = None) -> None:
     from selenium.webdriver.common.action_chains import ActionChains
 
     process, port, _ = start_training_with_viewer(args, extra, "viewer-screenshot-")
-    driver = None
-    try:
+    with WatchedTraining(process, port) as run:
         wait_for_port(port, process, timeout=300)
-        driver = open_page(f"http://127.0.0.1:{port}", *args.window)
+        driver = run.open_page(*args.window)
         read_panel(driver, timeout=120)
         time.sleep(args.warmup)
         for label in args.toggle or ["Show occupancy grid"]:
@@ -54,11 +53,6 @@ def main(argv: Optional[List[str]] = None) -> None:
         args.output.parent.mkdir(parents=True, exist_ok=True)
         image.quantize(colors=256, method=Image.Quantize.MEDIANCUT).save(args.output, optimize=True)
         print(f"saved {args.output} ({args.output.stat().st_size // 1024} KiB) at panel step {read_panel(driver, 30)[0]}")
-    finally:
-        if driver is not None:
-            driver.quit()
-        interrupt(process)
-
 
 if __name__ == "__main__":
     main()

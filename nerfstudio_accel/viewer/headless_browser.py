@@ -133,6 +133,31 @@ def canvas_pixels(driver) -> np.ndarray:
     return np.asarray(Image.open(io.BytesIO(png)).convert("RGB"))
 
 
+class WatchedTraining:
+    """A running ``ns-train`` with a viewer on ``port``, and at most one page open on it; leaving the ``with``
+    block closes the page and stops ``ns-train`` (:func:`interrupt`), whatever happened inside."""
+
+    def __init__(self, process: subprocess.Popen, port: int) -> None:
+        self.process, self.port, self.driver = process, port, None
+
+    def open_page(self, width: int = 1280, height: int = 800):
+        """Open the viewer's page (see :func:`open_page`); it is closed on leaving the block."""
+        self.driver = open_page(f"http://127.0.0.1:{self.port}", width, height)
+        return self.driver
+
+    def close_page(self) -> None:
+        if self.driver is not None:
+            self.driver.quit()
+            self.driver = None
+
+    def __enter__(self) -> "WatchedTraining":
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.close_page()
+        interrupt(self.process)
+
+
 def interrupt(process: subprocess.Popen, timeout: float = 30.0) -> None:
     """Stop ``ns-train`` as a user does (Ctrl-C), killing it if it has not exited after ``timeout`` s."""
     process.send_signal(signal.SIGINT)

@@ -12,7 +12,7 @@ import pytest
 from conftest import cli_env, console_script
 
 from nerfstudio_accel.viewer.headless_browser import (
-    canvas_pixels, chromium_missing_reason, click_checkbox, free_port, interrupt, open_page, read_panel, wait_for_port,
+    WatchedTraining, canvas_pixels, chromium_missing_reason, click_checkbox, free_port, read_panel, wait_for_port,
 )
 
 pytestmark = pytest.mark.skipif(bool(chromium_missing_reason()), reason=chromium_missing_reason() or "ok")
@@ -26,12 +26,11 @@ def test_accel_panel_in_a_real_browser(tiny_scene, tmp_path):
         "--output-dir", str(tmp_path / "outputs"), "--accel-panel-every", "5",
         "blender-data", "--data", str(tiny_scene),
     ]
-    log = (tmp_path / "ns-train.log").open("w")
-    process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=cli_env(), start_new_session=True)
-    driver = None
-    try:
+    with (tmp_path / "ns-train.log").open("w") as log:
+        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=cli_env(), start_new_session=True)
+    with WatchedTraining(process, port) as run:
         wait_for_port(port, process, timeout=180)
-        driver = open_page(f"http://127.0.0.1:{port}")
+        driver = run.open_page()
         first_step, first_rays, text = read_panel(driver, timeout=120)
         assert first_rays > 0 and "hard mining b" in text and "samples per ray" in text
         deadline, later_step = time.monotonic() + 120, first_step
@@ -44,8 +43,3 @@ def test_accel_panel_in_a_real_browser(tiny_scene, tmp_path):
         colours = np.unique(image.reshape(-1, 3), axis=0).shape[0]
         assert image.std() > 5 and colours > 50, f"the render canvas looks blank ({colours} colours)"
         assert click_checkbox(driver, "Show occupancy grid") and not click_checkbox(driver, "Show occupancy grid")
-    finally:
-        if driver is not None:
-            driver.quit()
-        interrupt(process)
-        log.close()
