@@ -34,9 +34,9 @@ def _guarded(name: str, build: Callable[[], MethodSpecification]) -> Union[Metho
 
 def _accel_ngp() -> MethodSpecification:
     from nerfstudio.configs.base_config import ViewerConfig
-    from nerfstudio.data.datamanagers.base_datamanager import VanillaDataManagerConfig
     from nerfstudio.data.dataparsers.nerfstudio_dataparser import NerfstudioDataParserConfig
 
+    from nerfstudio_accel.data.prefetching_datamanager import AccelDataManagerConfig
     from nerfstudio_accel.engine.optimizers import FusedAdamOptimizerConfig
     from nerfstudio_accel.engine.schedulers import FloatExponentialDecaySchedulerConfig
     from nerfstudio_accel.engine.trainer import AccelTrainerConfig
@@ -50,7 +50,7 @@ def _accel_ngp() -> MethodSpecification:
         steps_per_save=2000,
         max_num_iterations=30000,
         pipeline=HardSampleMiningPipelineConfig(
-            datamanager=VanillaDataManagerConfig(dataparser=NerfstudioDataParserConfig(), eval_num_rays_per_batch=4096),
+            datamanager=AccelDataManagerConfig(dataparser=NerfstudioDataParserConfig(), eval_num_rays_per_batch=4096),
             model=AccelNGPModelConfig(eval_num_rays_per_chunk=8192),
         ),
         optimizers={
@@ -78,10 +78,10 @@ accel_ngp = _guarded("accel-ngp", _accel_ngp)
 def _accel_nerfacto() -> MethodSpecification:
     from nerfstudio.cameras.camera_optimizers import CameraOptimizerConfig
     from nerfstudio.configs.base_config import ViewerConfig
-    from nerfstudio.data.datamanagers.base_datamanager import VanillaDataManagerConfig
     from nerfstudio.data.dataparsers.nerfstudio_dataparser import NerfstudioDataParserConfig
     from nerfstudio.engine.optimizers import AdamOptimizerConfig
 
+    from nerfstudio_accel.data.prefetching_datamanager import AccelDataManagerConfig
     from nerfstudio_accel.engine.schedulers import FloatExponentialDecaySchedulerConfig
     from nerfstudio_accel.engine.trainer import AccelTrainerConfig
     from nerfstudio_accel.models.accel_nerfacto import AccelNerfactoModelConfig
@@ -99,7 +99,7 @@ def _accel_nerfacto() -> MethodSpecification:
         steps_per_save=2000,
         max_num_iterations=30000,
         pipeline=HardSampleMiningPipelineConfig(
-            datamanager=VanillaDataManagerConfig(dataparser=NerfstudioDataParserConfig(), eval_num_rays_per_batch=4096),
+            datamanager=AccelDataManagerConfig(dataparser=NerfstudioDataParserConfig(), eval_num_rays_per_batch=4096),
             model=AccelNerfactoModelConfig(
                 eval_num_rays_per_chunk=1 << 15,
                 average_init_density=0.01,

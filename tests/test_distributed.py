@@ -8,7 +8,7 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
-from nerfstudio_accel.distributed import average_gradients
+from nerfstudio_accel.distributed import all_reduce_sum, average_gradients, broadcast_state, evaluate_across_ranks
 
 BATCHES = (torch.arange(6.0).reshape(3, 2), torch.arange(10.0).reshape(5, 2) / 7.0)  # unequal ray counts
 
@@ -29,8 +29,10 @@ def averaging_rank(rank: int, init_file: str, out: str) -> None:
     dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=2)
     try:
         net = model()
-        loss(net, BATCHES[rank], rank).backward()
-        average_gradients(net.parameters(), weight=BATCHES[rank].shape[0])
+        value = loss(net, BATCHES[rank], rank)
+        value.backward()
+        sync = average_gradients(net.parameters(), weight=BATCHES[rank].shape[0], loss=value)
+        assert sync.total_weight == 8 and sync.losses_finite
         torch.save({name: p.grad for name, p in net.named_parameters()}, Path(out) / f"rank{rank}.pt")
     finally:
         dist.destroy_process_group()
@@ -50,3 +52,37 @@ def test_averaged_gradients_equal_the_gradient_over_the_union_of_both_ranks_batc
                 assert grads[name] is None
             else:
                 torch.testing.assert_close(grads[name], p.grad, msg=f"rank {rank}: {name}")
+
+
+def collectives_rank(rank: int, init_file: str, out: str) -> None:
+    dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=2)
+    try:
+        torch.manual_seed(rank)  # as nerfstudio's launcher seeds ranks: different initial weights
+        net = torch.nn.Linear(3, 2)
+        net.register_buffer("occupied", torch.rand(7) > 0.5)
+        broadcast_state(net)
+        points = torch.arange(15.0).reshape(5, 3)  # 5 rows over 2 ranks: 3 + 3 with one padding row
+        evaluations = evaluate_across_ranks(lambda x: x.sum(dim=1, keepdim=True) + 100 * rank, points)
+        moments = all_reduce_sum(torch.tensor([1.0, rank + 1.0]))
+        sync = average_gradients(net.parameters(), weight=1, loss=torch.tensor(float("nan") if rank == 1 else 0.5))
+        torch.save({"state": net.state_dict(), "evaluations": evaluations, "moments": moments, "sync": sync}, Path(out) / f"rank{rank}.pt")
+    finally:
+        dist.destroy_process_group()
+
+
+def test_collectives_give_every_rank_the_same_result(tmp_path):
+    """broadcast_state copies rank 0's weights and boolean buffers; evaluate_across_ranks gives every rank
+    the rows each rank computed (rank 1 adds 100 to its rows: they show where each row was computed);
+    a non-finite loss on one rank is known on both."""
+    mp.spawn(collectives_rank, args=(str(tmp_path / "init"), str(tmp_path)), nprocs=2, join=True)
+    results = [torch.load(tmp_path / f"rank{rank}.pt", weights_only=False) for rank in (0, 1)]
+    torch.manual_seed(0)
+    reference = torch.nn.Linear(3, 2)
+    expected_occupied = torch.rand(7) > 0.5
+    expected_rows = torch.tensor([3.0, 12.0, 21.0, 130.0, 139.0])[:, None]
+    for result in results:
+        torch.testing.assert_close(result["state"]["weight"], reference.weight.detach(), rtol=0, atol=0)
+        assert torch.equal(result["state"]["occupied"], expected_occupied)
+        assert torch.equal(result["evaluations"], expected_rows)
+        assert torch.equal(result["moments"], torch.tensor([2.0, 3.0]))
+        assert result["sync"].total_weight == 2 and not result["sync"].losses_finite

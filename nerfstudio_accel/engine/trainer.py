@@ -38,6 +38,7 @@ from nerfstudio.engine.trainer import Trainer, TrainerConfig
 from nerfstudio.utils.decorators import check_main_thread
 from nerfstudio.utils.rich_utils import CONSOLE
 
+from nerfstudio_accel import distributed
 from nerfstudio_accel.viewer import page_camera
 from nerfstudio_accel.viewer.accel_panel import AccelPanel
 from nerfstudio_accel.viewer.training_stats import TrainingStats
@@ -205,7 +206,12 @@ class AccelTrainer(Trainer):
             self.accel_panel.record_this_step(step % self.config.accel_panel_every == 0)
         started = time.perf_counter()
         loss, loss_dict, metrics_dict = self._train_iteration(step)
-        self._record_for_panel(step, time.perf_counter() - started, loss, metrics_dict)
+        seconds = time.perf_counter() - started
+        waited = getattr(self.pipeline.datamanager, "last_wait_seconds", None)
+        if waited is not None:  # the pipelined input sampler's figure of merit: the step's wait for its batch
+            metrics_dict["input_wait_ms"] = torch.tensor(1000.0 * waited)
+            metrics_dict["input_stall_fraction"] = torch.tensor(waited / max(seconds, 1e-9))
+        self._record_for_panel(step, seconds, loss, metrics_dict)
         return loss, loss_dict, metrics_dict
 
     def _train_iteration(self, step: int):
@@ -217,6 +223,7 @@ class AccelTrainer(Trainer):
         loss = functools.reduce(torch.add, [value.float() for value in loss_dict.values()])
         if loss.requires_grad:  # a step with no sample to learn from (e.g. every ray misses) has no graph
             self.grad_scaler.scale(loss).backward()
+        losses_finite = self._share_gradients(loss, groups)
 
         stepping = [
             g for g in groups
@@ -224,7 +231,7 @@ class AccelTrainer(Trainer):
         ]
         for group in stepping:
             self.grad_scaler.unscale_(self.optimizers.optimizers[group])
-        finite = self._finite(loss, groups)
+        finite = losses_finite and self._finite(loss, groups)
         if finite:
             self._clip_gradients(stepping, metrics_dict)
             for group in stepping:
@@ -244,6 +251,23 @@ class AccelTrainer(Trainer):
         if not finite:
             self._on_skipped_step(step)
         return loss.detach(), loss_dict, metrics_dict
+
+    def _share_gradients(self, loss: torch.Tensor, groups: List[str]) -> bool:
+        """Under torch.distributed, average every rank's gradients weighted by its batch's rays (one
+        all-reduce, :func:`~nerfstudio_accel.distributed.average_gradients`) and return whether every rank's
+        loss was finite; the rays per rank go to the datamanager for nerfstudio's Train Rays / Sec. In one
+        process: gradients untouched, True (the step guard checks this rank's loss)."""
+        rays = getattr(self.pipeline, "rays_in_last_batch", None)
+        if rays is None:
+            rays = self.pipeline.datamanager.get_train_rays_per_batch()
+        losses_finite, rays_per_rank = True, float(rays)
+        if self.world_size > 1:
+            params = [p for g in groups for p in self.optimizers.parameters[g]]
+            sync = distributed.average_gradients(params, weight=rays, loss=loss)
+            losses_finite, rays_per_rank = sync.losses_finite, sync.total_weight / self.world_size
+        if hasattr(self.pipeline.datamanager, "rays_per_rank"):
+            self.pipeline.datamanager.rays_per_rank = rays_per_rank
+        return losses_finite
 
     def _clip_gradients(self, groups: List[str], metrics_dict) -> None:
         """Per-group ``max_norm`` of nerfstudio's optimizer configs, then the global ``--max-grad-norm``."""
@@ -270,6 +294,12 @@ class AccelTrainer(Trainer):
                 f"error: training stopped at step {step} after {self.consecutive_skips} consecutive steps with "
                 f"non-finite loss or gradients; last good checkpoint: {last}"
             )
+
+    @check_main_thread
+    def eval_iteration(self, step: int) -> None:
+        """nerfstudio's evaluation, on rank 0 only (the others would evaluate the same weights; their
+        results were never logged). The other ranks wait for it at the next step's all-reduce."""
+        super().eval_iteration(step)
 
     # --- checkpoints and resume ------------------------------------------------------------------
 
@@ -357,3 +387,6 @@ class AccelTrainer(Trainer):
             super().train()
         finally:
             self.config.max_num_iterations = total
+            close = getattr(self.pipeline.datamanager, "close", None)
+            if close is not None:  # the pipelined input sampler's producer thread
+                close()

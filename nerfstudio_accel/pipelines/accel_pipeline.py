@@ -7,6 +7,10 @@ Before nerfstudio loads any data it
   default) so the model can blend one background colour into both prediction and target.
 
 During training it sizes the ray batch so each step marches about ``target_num_samples`` samples.
+
+Under torch.distributed (``--machine.num-devices N``) the model is not wrapped in DDP: rank 0's weights
+and buffers are broadcast once, and the trainer averages gradients after each backward
+(:mod:`nerfstudio_accel.distributed`). Each rank draws its own rays and sizes its own ray batch.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from nerfstudio.data.dataparsers.colmap_dataparser import ColmapDataParserConfig
 from nerfstudio.data.dataparsers.nerfstudio_dataparser import NerfstudioDataParserConfig
 from nerfstudio.pipelines.dynamic_batch import DynamicBatchPipeline, DynamicBatchPipelineConfig
 
+from nerfstudio_accel.distributed import broadcast_state
 from nerfstudio_accel.data.validation import SceneDataError, check_blender_scene, check_colmap_scene, check_nerfstudio_scene
 
 logger = logging.getLogger(__name__)
@@ -107,7 +112,12 @@ class AccelPipeline(DynamicBatchPipeline):
             raise SystemExit(f"error: {error}") from None
         prepare_model_config(config)
         config.resolve_device_defaults(torch.device(device).type)  # a no-op for configs that ns-train saved
-        super().__init__(config, device, test_mode, world_size, local_rank, grad_scaler)
+        # world_size 1: no DDP wrapper (nerfstudio's is CUDA-only and bypassed by hard mining); see the module docstring
+        super().__init__(config, device, test_mode, 1, local_rank, grad_scaler)
+        self.world_size, self.local_rank = world_size, local_rank
+        broadcast_state(self.model)
+        self.rays_in_last_batch = 0
+        """Rays of the batch the last training step trained on (the trainer weights this rank's gradient by it)."""
         self._fall_back_to_white_without_alpha()
 
     def _fall_back_to_white_without_alpha(self) -> None:
@@ -119,8 +129,27 @@ class AccelPipeline(DynamicBatchPipeline):
             logger.warning("--pipeline.model.background random needs images with alpha; these have none: using white")
             model.background_mode = "white"
 
-    def _update_dynamic_num_rays_per_batch(self, num_samples_per_batch: int) -> None:
-        """Scale the ray batch toward ``target_num_samples`` (kept within ``[64, max_num_rays_per_batch]``)."""
+    def get_train_loss_dict(self, step: int):
+        """One training batch through the model: ``(outputs, loss_dict, metrics)``; the ray batch then scales
+        toward ``target_num_samples`` for the steps to come."""
+        ray_bundle, batch = self.datamanager.next_train(step)
+        outputs = self.model(ray_bundle)
+        metrics = self.model.get_metrics_dict(outputs, batch)
+        loss_dict = self.model.get_loss_dict(outputs, batch, metrics)
+        self._after_training_batch(len(ray_bundle), metrics)
+        return outputs, loss_dict, metrics
+
+    def _after_training_batch(self, rays: int, metrics: dict) -> None:
+        """Record the batch's ``rays`` (also as the ``num_rays_per_batch`` metric) and resize the ray batch."""
+        self.rays_in_last_batch = rays
+        metrics["num_rays_per_batch"] = torch.tensor(rays)
+        self._update_dynamic_num_rays_per_batch(rays, int(metrics["num_samples_per_batch"]))
+        self._update_pixel_samplers()
+
+    def _update_dynamic_num_rays_per_batch(self, rays: int, num_samples: int) -> None:  # type: ignore[override]
+        """Size the ray batch so ``rays`` rays that marched ``num_samples`` samples would march
+        ``target_num_samples`` (kept within ``[64, max_num_rays_per_batch]``). From the batch's own ray
+        count, not the size last asked for: with prefetched batches the two differ."""
         assert self.config.target_num_samples is not None and self.config.max_num_rays_per_batch is not None
-        rays = self.dynamic_num_rays_per_batch * self.config.target_num_samples / max(num_samples_per_batch, 1)
-        self.dynamic_num_rays_per_batch = int(min(max(rays, 64), self.config.max_num_rays_per_batch))
+        wanted = rays * self.config.target_num_samples / max(num_samples, 1)
+        self.dynamic_num_rays_per_batch = int(min(max(wanted, 64), self.config.max_num_rays_per_batch))

@@ -5,8 +5,8 @@ the fp32 renderer to the pre-activation outputs only, giving each sample's impor
 ``G_i = ||dL / d(sigma'_i, c'_i)||`` (eq. 2); ``b = B / tau_hat`` samples are drawn with probability
 proportional to ``G`` (eq. 3-5); the field runs again on those with a graph, and the cached output
 gradients flow through it as the surrogate ``sum(raw_hard * grad_hard)``. The trainer's single
-``backward()`` (GradScaler, accumulation) does the rest. Not DDP-aware yet: the mined forward bypasses
-DDP's wrapper, so gradients would not be averaged across ranks.
+``backward()`` (GradScaler, accumulation) does the rest. Under torch.distributed the trainer averages
+the gradients (:mod:`nerfstudio_accel.distributed`) and tau is estimated over every rank's samples.
 
 Works with any model exposing the seams ``sample(ray_bundle)``, ``field_raw(samples)`` and
 ``render(samples, raw_density, raw_color)`` (see ``models/accel_ngp.py``), where ``samples.subset(index)``
@@ -15,6 +15,7 @@ selects samples by flat index; ``sample_and_forward(ray_bundle)`` is an optional
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple, Type
@@ -25,6 +26,7 @@ from nerfstudio.engine.callbacks import TrainingCallback, TrainingCallbackAttrib
 from nerfstudio.utils.rich_utils import CONSOLE
 from torch import Tensor
 
+from nerfstudio_accel.distributed import all_reduce_sum
 from nerfstudio_accel.pipelines.accel_pipeline import AccelPipeline, AccelPipelineConfig
 
 
@@ -45,35 +47,46 @@ def reaches_parameters(tensor: Tensor, inputs: List[Tensor]) -> bool:
     return False
 
 
-def tau_from_importance(importance: Float[Tensor, "B"]) -> float:
+def importance_moments(importance: Float[Tensor, "B"]) -> Float[Tensor, "3"]:
+    """``(B, sum G, sum G^2)`` in float32 (MPS has no float64), the statistics tau is computed from; they
+    add up over ranks."""
+    importance = importance.float()
+    return torch.stack([importance.new_tensor(float(importance.numel())), importance.sum(), (importance * importance).sum()])
+
+
+def tau_from_moments(moments: Float[Tensor, "3"]) -> Optional[float]:
     """How many times larger a uniform batch must be to match importance sampling's gradient variance.
 
     With ``g = G / sum(G)``: ``R = ||g - 1/B||^2 / ||g||^2`` (eq. 3) and ``tau = (1 - R)^-1/2`` (eq. 4),
-    which simplifies to ``tau = sqrt(B * ||g||^2)``: 1 for uniform ``G``, ``sqrt(B)`` for one-hot ``G``.
-    All-zero ``G`` (nothing to learn from) gives 1. Computed in float32 (MPS has no float64).
+    which simplifies to ``tau = sqrt(B * ||g||^2) = sqrt(B * sum G^2) / sum G``: 1 for uniform ``G``,
+    ``sqrt(B)`` for one-hot ``G``. All-zero ``G`` (nothing to learn from) gives 1; non-finite moments
+    (a NaN or inf importance) give None.
     """
-    importance = importance.float()
-    total = importance.sum()
-    if not torch.isfinite(total) or total <= 0:
+    count, total, squares = (float(value) for value in moments)
+    if not all(math.isfinite(value) for value in (count, total, squares)):
+        return None
+    if total <= 0:
         return 1.0
-    g = importance / total
-    return float(torch.sqrt(importance.numel() * torch.sum(g * g)))
+    return math.sqrt(count * squares) / total
 
 
 @dataclass
 class HardBatchSizer:
     """Running estimate ``tau_hat <- (1 - alpha) tau_hat + alpha tau`` (``tau_hat_0 = 1``) and the hard
     batch size ``b = round(B / tau_hat)`` within ``[1, B]`` (eq. 5), optionally floored at
-    ``min_fraction * B``. The paper sets ``alpha = 1 / num_train_images``."""
+    ``min_fraction * B``. The paper sets ``alpha = 1 / num_train_images``. Under torch.distributed, tau
+    comes from the moments summed over ranks, so every rank holds the same tau_hat and the same b/B."""
 
     alpha: float
     min_fraction: float = 0.0
     tau_hat: float = 1.0
 
-    def update(self, importance: Float[Tensor, "B"]) -> float:
-        """Fold this step's ``tau`` into ``tau_hat``; returns ``tau``."""
-        tau = tau_from_importance(importance)
-        self.tau_hat = (1.0 - self.alpha) * self.tau_hat + self.alpha * tau
+    def update(self, importance: Float[Tensor, "B"]) -> Optional[float]:
+        """Fold this step's ``tau`` (over every rank's samples) into ``tau_hat``; returns ``tau``, or None
+        with ``tau_hat`` unchanged when an importance on any rank is not finite."""
+        tau = tau_from_moments(all_reduce_sum(importance_moments(importance)))
+        if tau is not None:
+            self.tau_hat = (1.0 - self.alpha) * self.tau_hat + self.alpha * tau
         return tau
 
     def hard_batch_size(self, num_samples: int) -> int:
@@ -164,9 +177,7 @@ class HardSampleMiningPipeline(AccelPipeline):
         ray_bundle, batch = self.datamanager.next_train(step)
         printing = self.config.print_every > 0 and step % self.config.print_every == 0
         outputs, loss_dict, metrics = self.mined_loss(ray_bundle, batch, time_passes=step % self.steps_per_log == 0 or printing)
-        self._update_dynamic_num_rays_per_batch(int(metrics["num_samples_per_batch"]))
-        self._update_pixel_samplers()
-        metrics["num_rays_per_batch"] = torch.tensor(self.datamanager.train_pixel_sampler.num_rays_per_batch)
+        self._after_training_batch(len(ray_bundle), metrics)
         return outputs, loss_dict, metrics
 
     def mined_loss(
@@ -198,9 +209,8 @@ class HardSampleMiningPipeline(AccelPipeline):
         # per-sample output gradients, flat: (B, 1) for density and (B, 3) for colour
         grads = [(torch.zeros_like(r) if g is None else g).reshape(-1, r.shape[-1]) for r, g in zip(raw, grads)]
         importance = torch.cat(grads, dim=-1).norm(dim=-1)
-        finite = bool(torch.isfinite(importance).all())
+        finite = self.batch_sizer.update(importance) is not None  # a collective: every rank agrees
         if finite:
-            self.batch_sizer.update(importance)
             hard = draw_hard_samples(importance, self.batch_sizer.hard_batch_size(importance.numel()))
         else:
             hard = torch.zeros(0, dtype=torch.long, device=importance.device)

@@ -24,6 +24,7 @@ from jaxtyping import Bool, Float, Int
 from nerfacc.estimators.occ_grid import OccGridEstimator
 from torch import Tensor, nn
 
+from nerfstudio_accel.distributed import evaluate_across_ranks
 from nerfstudio_accel.sampling import torch_ops
 
 logger = logging.getLogger(__name__)
@@ -159,21 +160,49 @@ class OccupancySampler(nn.Module):
         warmup_steps: int = 256,
         every_n_steps: int = 16,
     ) -> None:
-        """EMA update of the grid every ``every_n_steps`` (all cells during warm-up, then a random quarter
-        plus occupied cells); a cell is occupied when ``density * render_step_size`` exceeds
-        ``min(occupancy_threshold, mean)``."""
+        """EMA update of the grid every ``every_n_steps``: ``occ = max(decay * occ, density(x) * step)`` at a
+        jittered point ``x`` of each chosen cell (all cells during warm-up, then a random quarter of each
+        level plus up to as many occupied cells); a cell is occupied when ``occ`` exceeds
+        ``min(occupancy_threshold, mean occ)``. nerfacc's ``OccGridEstimator`` update, made a collective:
+        the cells and jitter come from a generator seeded by ``step`` (the same on every rank), each rank
+        evaluates a share of the points (:func:`~nerfstudio_accel.distributed.evaluate_across_ranks`), and
+        every rank applies the same EMA, so all ranks march through bit-identical grids."""
         if step >= warmup_steps:
             self.warmed_up.fill_(True)
         if step % every_n_steps != 0:
             return
-        self.grid._update(
-            step=step,
-            occ_eval_fn=lambda x: evaluate_in_chunks(density_fn, x) * render_step_size,
-            occ_thre=occupancy_threshold,
-            ema_decay=ema_decay,
-            warmup_steps=warmup_steps,
-        )
+        generator = torch.Generator(device=self.grid.occs.device).manual_seed(step)
+        cell_ids, points = self._update_points(step < warmup_steps, generator)
+        occupancy = evaluate_across_ranks(lambda x: evaluate_in_chunks(density_fn, x), points).reshape(-1) * render_step_size
+        occs = self.grid.occs
+        occs[torch.unique(cell_ids)] *= ema_decay
+        occs.scatter_reduce_(0, cell_ids, occupancy.to(occs.dtype), reduce="amax")  # a cell drawn twice keeps its larger value
+        threshold = torch.clamp(occs.mean(), max=occupancy_threshold)
+        self.grid.binaries = (occs > threshold).view(self.grid.binaries.shape)
         self.updates += 1
+
+    def _update_points(self, all_cells: bool, generator: torch.Generator) -> Tuple[Int[Tensor, "n"], Float[Tensor, "n 3"]]:
+        """The cells one update evaluates, as flat ids over all levels ``(n,)``, and a uniformly jittered
+        point inside each, in world coordinates ``(n, 3)``."""
+        grid = self.grid
+        cells = grid.cells_per_lvl
+        device = grid.occs.device
+        if all_cells:
+            cell_ids = torch.arange(grid.levels * cells, device=device)
+        else:
+            per_level = []
+            for level in range(grid.levels):
+                uniform = torch.randint(cells, (cells // 4,), device=device, generator=generator)
+                occupied = torch.nonzero(grid.binaries[level].reshape(-1))[:, 0]
+                if occupied.numel() > cells // 4:
+                    occupied = occupied[torch.randint(occupied.numel(), (cells // 4,), device=device, generator=generator)]
+                per_level.append(level * cells + torch.cat([uniform, occupied]))
+            cell_ids = torch.cat(per_level)
+        levels, local_ids = cell_ids // cells, cell_ids % cells
+        coords = grid.grid_coords[local_ids].float()
+        unit = (coords + torch.rand(coords.shape, device=device, generator=generator)) / grid.resolution
+        low, high = grid.aabbs[levels, :3], grid.aabbs[levels, 3:]
+        return cell_ids, low + unit * (high - low)
 
     @torch.no_grad()
     def march(

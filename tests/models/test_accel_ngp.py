@@ -139,20 +139,21 @@ def test_contracted_field_maps_all_space_into_the_grid():
 
 
 def test_dynamic_batch_moves_toward_target_and_respects_bounds(learning_scene, tmp_path):
-    """The ray batch scales by target / marched samples, within [64, max_num_rays_per_batch]."""
+    """The ray batch is sized from the last batch's own rays and marched samples (not the size last asked
+    for, which prefetched batches lag), within [64, max_num_rays_per_batch]."""
     trainer = make_trainer(learning_scene, tmp_path)
     pipeline = trainer.pipeline
     assert isinstance(pipeline.config, AccelPipelineConfig)
     target, cap = pipeline.config.target_num_samples, pipeline.config.max_num_rays_per_batch
     assert (target, cap) == (1 << 14, 1 << 12), "CPU defaults"
-    pipeline.dynamic_num_rays_per_batch = 256
-    pipeline._update_dynamic_num_rays_per_batch(target // 2)
+    pipeline.dynamic_num_rays_per_batch = 100  # asked for; the batch trained on had 256 rays
+    pipeline._update_dynamic_num_rays_per_batch(256, target // 2)
     assert pipeline.dynamic_num_rays_per_batch == 512
-    pipeline._update_dynamic_num_rays_per_batch(1)
+    pipeline._update_dynamic_num_rays_per_batch(256, 1)
     assert pipeline.dynamic_num_rays_per_batch == cap
-    pipeline._update_dynamic_num_rays_per_batch(0)
+    pipeline._update_dynamic_num_rays_per_batch(256, 0)
     assert pipeline.dynamic_num_rays_per_batch == cap
-    pipeline._update_dynamic_num_rays_per_batch(10**9)
+    pipeline._update_dynamic_num_rays_per_batch(256, 10**9)
     assert pipeline.dynamic_num_rays_per_batch == 64
 
 

@@ -243,6 +243,49 @@ def test_update_honours_every_n_steps():
     assert bool(sampler.grid.binaries.any())
 
 
+def cell_constant_density(points: torch.Tensor) -> torch.Tensor:
+    """A density constant over each cell of a 8^3 grid of [-2, 2]^3, hence over every cell of both levels
+    of a 2-level 8^3 grid of ``AABB`` (level 1 is that grid; level 0's cells nest in it): the jitter of a
+    point inside its cell does not matter."""
+    cell = torch.floor((points + 2.0) / 4.0 * 8).clamp(0, 7)
+    key = (cell * torch.tensor([1.0, 7.0, 49.0])).sum(dim=-1)
+    return (torch.sin(key) > 0.3).float()[:, None] * (3.0 + torch.cos(key)[:, None]) * 100.0
+
+
+@pytest.mark.parametrize("levels", [1, 2])
+def test_warmup_update_matches_nerfacc(levels):
+    """During warm-up every cell is evaluated once: with a density constant over each cell the grid's
+    occupancies and binaries equal nerfacc's own ``OccGridEstimator._update``, over two updates (the EMA)."""
+    from nerfacc.estimators.occ_grid import OccGridEstimator
+
+    density = cell_constant_density
+    ours = OccupancySampler(AABB, resolution=8, levels=levels, backend="torch")
+    theirs = OccGridEstimator(roi_aabb=AABB, resolution=8, levels=levels)
+    for step in (0, 16):
+        ours.update(step, density, render_step_size=0.01, ema_decay=0.9, every_n_steps=16)
+        theirs._update(step=step, occ_eval_fn=lambda x: density(x) * 0.01, ema_decay=0.9, warmup_steps=256)
+    assert 0.2 < theirs.binaries.float().mean() < 0.8
+    torch.testing.assert_close(ours.grid.occs, theirs.occs)
+    assert torch.equal(ours.grid.binaries, theirs.binaries)
+
+
+def test_update_after_warmup_draws_a_quarter_and_the_occupied_cells_from_the_step_seed():
+    """After warm-up an update evaluates a quarter of the cells drawn uniformly plus the occupied cells
+    (at most as many), from a generator seeded by the step: the same step picks the same cells and
+    points on every rank and every run, and another step picks others."""
+    sampler = OccupancySampler(AABB, resolution=8, levels=1, backend="torch")
+    sampler.grid.binaries[0, :2] = True  # 128 occupied cells, the quarter is also 128
+    ids, points = sampler._update_points(False, torch.Generator().manual_seed(300))
+    again, same_points = sampler._update_points(False, torch.Generator().manual_seed(300))
+    other, _ = sampler._update_points(False, torch.Generator().manual_seed(316))
+    assert torch.equal(ids, again) and torch.equal(points, same_points) and not torch.equal(ids, other)
+    assert ids.numel() == 128 + 128 and set(ids[128:].tolist()) == set(range(128))
+    cells = torch.floor((points + 1.0) / 2.0 * 8).long()
+    assert torch.equal(cells[:, 0] * 64 + cells[:, 1] * 8 + cells[:, 2], ids)  # each point lies in its cell
+    sampler.grid.binaries[0] = True  # 512 occupied: capped at the quarter, 128 of them
+    assert sampler._update_points(False, torch.Generator().manual_seed(300))[0].numel() == 256
+
+
 def test_evaluate_in_chunks_equals_single_call():
     """Chunked evaluation returns the single-call result and never passes more than ``chunk`` points."""
     points = torch.rand(50, 3, generator=torch.Generator().manual_seed(5))

@@ -1,0 +1,188 @@
+"""A pipelined input sampler (seed 002): training batches prepared on a producer thread while the step runs.
+
+Each training step needs a batch of rays: pixel indices drawn over the training images, the ground-truth
+pixels gathered, rays generated from the cameras (with lens undistortion for captured scenes). nerfstudio
+does this on the training thread, between steps, so the step waits for it. With
+``--pipeline.datamanager.prefetch-batches K`` a producer thread keeps up to ``K`` batches ready. On CUDA
+it works on a side stream: the ground truth goes through pinned memory with a non-blocking copy, and
+the step's stream waits on the batch's event before using it.
+
+A thread, not a process: the work is torch ops that release the GIL, the batches stay in this process
+(no pickling or shared-memory copies of every batch) and the thread can use this process's CUDA context.
+The batch size is read when a batch is prepared, so a dynamic ray batch takes effect ``K`` steps late.
+
+Batches are drawn from the pixel sampler's own generator (:mod:`.seeded_pixel_sampler`), so ``K = 2``
+yields exactly the batches ``K = 0`` yields for the same seed, in the same order.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import queue
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Dict, Iterator, Optional, Tuple, Type
+
+import torch
+from nerfstudio.cameras.rays import RayBundle
+from nerfstudio.data.datamanagers.base_datamanager import VanillaDataManager, VanillaDataManagerConfig
+from nerfstudio.data.pixel_samplers import PixelSamplerConfig
+from torch import Tensor
+
+from nerfstudio_accel.data.seeded_pixel_sampler import SeededPixelSamplerConfig
+
+Batch = Tuple[RayBundle, Dict[str, Any]]
+
+
+def tensors_in(value: Any) -> Iterator[Tensor]:
+    """Every tensor held by ``value``: itself, or inside dicts, lists, tuples and dataclasses (RayBundle)."""
+    if isinstance(value, Tensor):
+        yield value
+    elif isinstance(value, dict):
+        for item in value.values():
+            yield from tensors_in(item)
+    elif isinstance(value, (list, tuple)):
+        for item in value:
+            yield from tensors_in(item)
+    elif dataclasses.is_dataclass(value) and not isinstance(value, type):
+        for item in dataclasses.fields(value):
+            yield from tensors_in(getattr(value, item.name))
+
+
+class BatchPrefetcher:
+    """Calls ``make_batch()`` on a daemon thread, keeping up to ``depth`` results queued.
+
+    :meth:`next` returns them in order (re-raising the producer's error, if it failed); :meth:`close`
+    stops the thread and drops what is queued. On a CUDA ``device`` the producer runs on its own stream
+    and :meth:`next` makes the current stream wait for the batch and marks its tensors as used there (so
+    the caching allocator does not hand their memory back to the producer's stream too early)."""
+
+    def __init__(self, make_batch: Callable[[], Any], depth: int, device: torch.device) -> None:
+        if depth < 1:
+            raise ValueError(f"prefetch depth must be at least 1, got {depth}")
+        self._make_batch = make_batch
+        self._device = device
+        self._stream = torch.cuda.Stream(device) if device.type == "cuda" else None
+        self._queue: "queue.Queue[Tuple[Any, Any, Optional[BaseException]]]" = queue.Queue(maxsize=depth)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._produce, name="accel-batch-prefetcher", daemon=True)
+        self._thread.start()
+
+    @property
+    def running(self) -> bool:
+        return self._thread.is_alive()
+
+    def _produce(self) -> None:
+        stream = torch.cuda.stream(self._stream) if self._stream is not None else contextlib.nullcontext()
+        try:
+            with stream:
+                while not self._stop.is_set():
+                    item = self._make_batch()
+                    event = None
+                    if self._stream is not None:
+                        event = torch.cuda.Event()
+                        event.record(self._stream)
+                    self._put((item, event, None))
+        except BaseException as error:  # handed to the training thread, which raises it
+            self._put((None, None, error))
+
+    def _put(self, entry: Tuple[Any, Any, Optional[BaseException]]) -> None:
+        while not self._stop.is_set():
+            try:
+                self._queue.put(entry, timeout=0.05)
+                return
+            except queue.Full:
+                continue
+
+    def next(self) -> Any:
+        """The next batch, in the order they were made; waits while none is ready."""
+        if self._stop.is_set():
+            raise RuntimeError("the batch prefetcher was closed")
+        item, event, error = self._queue.get()
+        if error is not None:
+            raise RuntimeError(f"preparing a training batch failed: {error}") from error
+        if event is not None:
+            current = torch.cuda.current_stream(self._device)
+            current.wait_event(event)
+            for tensor in tensors_in(item):
+                if tensor.is_cuda:
+                    tensor.record_stream(current)
+        return item
+
+    def close(self, timeout: float = 10.0) -> None:
+        """Stop the producer and wait for it (at most ``timeout`` seconds; it finishes the batch it is on)."""
+        self._stop.set()
+        while True:
+            try:
+                self._queue.get_nowait()
+            except queue.Empty:
+                break
+        self._thread.join(timeout)
+
+
+@dataclass
+class AccelDataManagerConfig(VanillaDataManagerConfig):
+    """nerfstudio's datamanager with a pipelined input sampler and seeded pixel draws."""
+
+    _target: Type = field(default_factory=lambda: AccelDataManager)
+    prefetch_batches: int = 2
+    """Training batches a producer thread prepares ahead while the step trains (0: prepare each batch on
+    the training thread, between steps, as nerfstudio does)."""
+    pixel_sampler: PixelSamplerConfig = field(default_factory=SeededPixelSamplerConfig)
+
+
+class AccelDataManager(VanillaDataManager):
+    """See the module docstring. Also records, for the trainer, the rays of the batch just handed out and
+    how long the step waited for it."""
+
+    config: AccelDataManagerConfig
+
+    def __init__(self, config: AccelDataManagerConfig, *args, **kwargs) -> None:
+        if config.prefetch_batches < 0:
+            raise SystemExit(f"error: --pipeline.datamanager.prefetch-batches must be 0 or more, got {config.prefetch_batches}")
+        super().__init__(config, *args, **kwargs)
+        self._prefetcher: Optional[BatchPrefetcher] = None
+        self.last_wait_seconds = 0.0
+        """How long the last :meth:`next_train` call took: the time the step waited for its batch."""
+        self.rays_per_rank: Optional[float] = None
+        """Rays per rank in the step just trained, set by the trainer (the mean over ranks under
+        torch.distributed); nerfstudio's Train Rays / Sec multiplies it by the number of ranks."""
+
+    def _prepare_train_batch(self) -> Batch:
+        """One training batch: pixels drawn, ground truth gathered (pinned and copied without blocking on
+        CUDA), rays generated."""
+        image_batch = next(self.iter_train_image_dataloader)
+        assert self.train_pixel_sampler is not None and isinstance(image_batch, dict)
+        batch = self.train_pixel_sampler.sample(image_batch)
+        device = torch.device(self.device)
+        if device.type == "cuda" and self._prefetcher is not None:
+            batch = {key: value.pin_memory().to(device, non_blocking=True) if isinstance(value, Tensor) and not value.is_cuda else value for key, value in batch.items()}
+        return self.train_ray_generator(batch["indices"]), batch
+
+    def next_train(self, step: int) -> Batch:
+        """The next training batch, from the producer thread when prefetching."""
+        started = time.perf_counter()
+        self.train_count += 1
+        if self.config.prefetch_batches == 0:
+            ray_bundle, batch = self._prepare_train_batch()
+        else:
+            if self._prefetcher is None:
+                self._prefetcher = BatchPrefetcher(self._prepare_train_batch, self.config.prefetch_batches, torch.device(self.device))
+            ray_bundle, batch = self._prefetcher.next()
+        self.last_wait_seconds = time.perf_counter() - started
+        return ray_bundle, batch
+
+    def get_train_rays_per_batch(self) -> int:
+        """Rays per rank in the step just trained (see :attr:`rays_per_rank`); before the first step, the
+        pixel sampler's batch size."""
+        if self.rays_per_rank is not None:
+            return self.rays_per_rank  # type: ignore[return-value]
+        return super().get_train_rays_per_batch()
+
+    def close(self) -> None:
+        """Stop the producer thread, if one runs (training ended or stopped)."""
+        if self._prefetcher is not None:
+            self._prefetcher.close()
+            self._prefetcher = None

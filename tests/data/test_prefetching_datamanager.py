@@ -1,0 +1,112 @@
+"""The pipelined input sampler: same batches as without it, in order; errors reach the step; it stops."""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+
+import pytest
+import torch
+
+from accel_test_helpers import make_trainer, run_steps
+from nerfstudio_accel.data.prefetching_datamanager import BatchPrefetcher, tensors_in
+
+
+def prefetcher_threads() -> list:
+    return [thread for thread in threading.enumerate() if thread.name == "accel-batch-prefetcher" and thread.is_alive()]
+
+
+def trainer_with_prefetch(scene, output_dir, prefetch_batches: int, seed: int = 5, **trainer_overrides):
+    random.seed(seed)  # as nerfstudio's train_loop seeds each rank before building the trainer (python's
+    torch.manual_seed(seed)  # generator orders the cached images, torch's seeds the pixel sampler)
+    trainer = make_trainer(scene, output_dir, setup=False, **trainer_overrides)
+    trainer.config.pipeline.datamanager.prefetch_batches = prefetch_batches
+    trainer.setup()
+    return trainer
+
+
+def test_prefetched_batches_are_the_plain_batches_in_order(tiny_scene, tmp_path):
+    """With the same seed, prefetching 2 batches ahead yields exactly the batches (pixels, ground truth,
+    rays) that preparing each on the training thread yields, in the same order, even while the training
+    thread draws from torch's global generator in between."""
+    plain = trainer_with_prefetch(tiny_scene, tmp_path / "plain", 0).pipeline.datamanager
+    ahead = trainer_with_prefetch(tiny_scene, tmp_path / "ahead", 2).pipeline.datamanager
+    for datamanager in (plain, ahead):
+        datamanager.train_pixel_sampler.set_num_rays_per_batch(96)
+    try:
+        for step in range(6):
+            (rays_plain, batch_plain), (rays_ahead, batch_ahead) = plain.next_train(step), ahead.next_train(step)
+            torch.rand(1000)  # the training step's own draws (stratified sampling, backgrounds)
+            assert batch_plain.keys() == batch_ahead.keys()
+            for key in batch_plain:
+                assert torch.equal(batch_plain[key], batch_ahead[key]), (step, key)
+            assert torch.equal(rays_plain.origins, rays_ahead.origins) and torch.equal(rays_plain.directions, rays_ahead.directions)
+            assert rays_plain.origins.shape[0] == 96
+        assert ahead._prefetcher is not None and ahead._prefetcher.running
+        assert plain._prefetcher is None
+    finally:
+        ahead.close()
+    assert not prefetcher_threads()
+
+
+def test_other_seeds_draw_other_batches(tiny_scene, tmp_path):
+    first = trainer_with_prefetch(tiny_scene, tmp_path / "a", 0, seed=5).pipeline.datamanager.next_train(0)[1]
+    second = trainer_with_prefetch(tiny_scene, tmp_path / "b", 0, seed=6).pipeline.datamanager.next_train(0)[1]
+    assert not torch.equal(first["indices"], second["indices"])
+
+
+def test_training_stops_the_producer_and_logs_the_stall(tiny_scene, tmp_path):
+    """ns-train's loop (AccelTrainer.train) with prefetching: the steps get their batches from the producer,
+    the step's wait for its batch is logged as a fraction of the step, and when training ends no producer
+    thread is left running."""
+    trainer = trainer_with_prefetch(tiny_scene, tmp_path, 2, max_num_iterations=6)
+    run_steps(trainer, 0, 2)
+    metrics = trainer.last_metrics
+    assert 0.0 <= float(metrics["input_stall_fraction"]) <= 1.0 and float(metrics["input_wait_ms"]) >= 0.0
+    assert prefetcher_threads()
+    trainer.train()
+    assert trainer.pipeline.datamanager._prefetcher is None
+    assert not prefetcher_threads()
+
+
+def test_a_failing_producer_raises_in_the_step_and_close_unblocks_a_full_queue():
+    """An error while preparing a batch is raised by next() with its cause; a producer blocked on a full
+    queue stops at close()."""
+    calls = iter(range(3))
+
+    def make_batch():
+        index = next(calls)
+        if index == 2:
+            raise ValueError("image 7 is unreadable")
+        return torch.tensor([index])
+
+    failing = BatchPrefetcher(make_batch, depth=1, device=torch.device("cpu"))
+    assert int(failing.next()) == 0 and int(failing.next()) == 1
+    with pytest.raises(RuntimeError, match="image 7 is unreadable"):
+        failing.next()
+    failing.close()
+
+    endless = BatchPrefetcher(lambda: torch.zeros(3), depth=2, device=torch.device("cpu"))
+    deadline = time.monotonic() + 5
+    while endless._queue.qsize() < 2 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert endless._queue.full() and endless.running  # blocked on put
+    endless.close()
+    assert not endless.running and not prefetcher_threads()
+    with pytest.raises(RuntimeError, match="closed"):
+        endless.next()
+
+
+def test_tensors_in_finds_every_tensor_of_a_batch(tiny_scene, tmp_path):
+    """The CUDA hand-over marks every tensor of a batch as used on the step's stream: the walk over a
+    RayBundle and its ground-truth dict finds them all."""
+    ray_bundle, batch = trainer_with_prefetch(tiny_scene, tmp_path, 0).pipeline.datamanager.next_train(0)
+    found = {id(tensor) for tensor in tensors_in((ray_bundle, batch))}
+    expected = [ray_bundle.origins, ray_bundle.directions, ray_bundle.pixel_area, ray_bundle.camera_indices, *batch.values()]
+    assert all(id(tensor) in found for tensor in expected)
+
+
+def test_negative_prefetch_is_refused_in_one_line(tiny_scene, tmp_path):
+    with pytest.raises(SystemExit, match="prefetch-batches must be 0 or more"):
+        trainer_with_prefetch(tiny_scene, tmp_path, -1)

@@ -1,0 +1,148 @@
+"""Data-parallel training for real: 2 processes on the gloo backend (CPU), each running nerfstudio's own
+per-rank function ``train_loop(local_rank, world_size, config, global_rank)``, as its launcher does for
+``--machine.num-devices 2`` (the launcher itself asserts CUDA)."""
+
+from __future__ import annotations
+
+import copy
+from datetime import timedelta
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Type
+
+import pytest
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+from nerfstudio.data.dataparsers.blender_dataparser import BlenderDataParserConfig
+from nerfstudio.scripts.train import train_loop
+
+from accel_test_helpers import make_trainer
+from nerfstudio_accel.engine.trainer import AccelTrainer, AccelTrainerConfig
+from nerfstudio_accel.methods import accel_ngp
+
+
+@dataclass
+class RecordingTrainerConfig(AccelTrainerConfig):
+    _target: Type = field(default_factory=lambda: RecordingTrainer)
+    record_dir: Path = Path(".")
+
+
+class RecordingTrainer(AccelTrainer):
+    """AccelTrainer that saves, per rank, the state each step started from, the batches it drew, the
+    averaged gradients of the first step, and the final state."""
+
+    config: RecordingTrainerConfig
+
+    def setup(self, test_mode="val") -> None:
+        super().setup(test_mode)
+        self.record = {"batches": [], "start_states": []}
+        next_train = self.pipeline.datamanager.next_train
+
+        def recording_next_train(step):
+            ray_bundle, batch = next_train(step)
+            self.record["batches"].append({key: value.clone() for key, value in batch.items()})
+            return ray_bundle, batch
+
+        self.pipeline.datamanager.next_train = recording_next_train
+
+    def train_iteration(self, step):
+        self.record["start_states"].append(copy.deepcopy(self.pipeline.state_dict()))
+        result = super().train_iteration(step)
+        if step == 0:
+            self.record["first_grads"] = {name: p.grad.clone() for name, p in self.pipeline.model.named_parameters() if p.grad is not None}
+        return result
+
+    def train(self) -> None:
+        super().train()
+        model = self.pipeline.model
+        self.record.update(
+            final_state={name: value.clone() for name, value in self.pipeline.state_dict().items()},
+            tau_hat=self.pipeline.batch_sizer.tau_hat,
+            grid_updates=model.sampler.updates,
+            last_checkpoint=self.last_checkpoint,
+            prefetcher_closed=self.pipeline.datamanager._prefetcher is None,
+        )
+        torch.save(self.record, self.config.record_dir / f"rank{dist.get_rank()}.pt")
+
+
+def distributed_config(scene: Path, out: Path, steps: int, min_hard_fraction: float) -> RecordingTrainerConfig:
+    """accel-ngp as ns-train builds it, on CPU, small, deterministic given its batches (white background,
+    no stratified jitter), grid updates every 2 steps after 4 warm-up steps."""
+    base = copy.deepcopy(accel_ngp.config)
+    config = RecordingTrainerConfig(**{name: getattr(base, name) for name in base.__dataclass_fields__ if name != "_target"}, record_dir=out)
+    config.machine.device_type = "cpu"
+    config.vis = "tensorboard"
+    config.output_dir, config.experiment_name, config.timestamp = out, "exp", "run"
+    config.max_num_iterations, config.steps_per_save = steps, 3
+    config.steps_per_eval_batch = config.steps_per_eval_image = config.steps_per_eval_all_images = 10**6
+    config.pipeline.datamanager.dataparser = BlenderDataParserConfig(data=scene)
+    config.pipeline.min_hard_fraction = min_hard_fraction
+    model = config.pipeline.model
+    model.background, model.stratified_sampling = "white", False
+    model.grid_resolution, model.log2_hashmap_size = 32, 14
+    model.grid_update_every, model.grid_warmup_steps = 2, 4
+    return config
+
+
+def training_rank(rank: int, init_file: str, config: RecordingTrainerConfig) -> None:
+    dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=2, timeout=timedelta(seconds=120))
+    try:
+        train_loop(rank, 2, config, global_rank=rank)
+    finally:
+        dist.destroy_process_group()
+
+
+def train_two_ranks(tmp_path: Path, scene: Path, steps: int, min_hard_fraction: float):
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    config = distributed_config(scene, tmp_path, steps, min_hard_fraction)
+    mp.spawn(training_rank, args=(str(tmp_path / "init"), config), nprocs=2, join=True)
+    return config, [torch.load(tmp_path / f"rank{rank}.pt", weights_only=False) for rank in (0, 1)]
+
+
+@pytest.mark.parametrize("min_hard_fraction", [1.0, None], ids=["mining b=B", "ordinary"])
+def test_one_step_gradient_equals_the_gradient_over_both_ranks_batches(tiny_scene, tmp_path, min_hard_fraction):
+    """After one 2-rank step both ranks hold the same gradient, and it is the single-process gradient of the
+    loss over the union of both ranks' rays (ranks drew different rays), from the same starting state."""
+    config, (rank0, rank1) = train_two_ranks(tmp_path / "ranks", tiny_scene, steps=1, min_hard_fraction=min_hard_fraction or 1.0)
+    first0, first1 = rank0["batches"][0], rank1["batches"][0]
+    assert not torch.equal(first0["indices"], first1["indices"]), "ranks drew the same rays"
+    for name in rank0["first_grads"]:
+        assert torch.equal(rank0["first_grads"][name], rank1["first_grads"][name]), name
+
+    hard_mining = min_hard_fraction is not None
+    reference = make_trainer(
+        tiny_scene, tmp_path / "reference", device="cpu",
+        pipeline={"min_hard_fraction": 1.0, "hard_mining": hard_mining},
+        model={name: getattr(config.pipeline.model, name) for name in ("background", "stratified_sampling", "grid_resolution", "log2_hashmap_size")},
+    )
+    reference.pipeline.load_state_dict(rank0["start_states"][0])  # rank 0's weights and grid, as both ranks had them
+    datamanager = reference.pipeline.datamanager
+    union = {key: torch.cat([first0[key], first1[key]]) for key in first0}
+    datamanager.next_train = lambda step: (datamanager.train_ray_generator(union["indices"]), union)
+    reference.train_iteration(0)
+    grads = {name: p.grad for name, p in reference.pipeline.model.named_parameters() if p.grad is not None}
+    assert grads.keys() == rank0["first_grads"].keys()
+    for name, grad in grads.items():
+        assert grad.abs().sum() > 0, name
+        torch.testing.assert_close(rank0["first_grads"][name], grad, rtol=1e-4, atol=1e-7, msg=name)
+
+
+def test_ranks_stay_bit_identical_and_only_rank_zero_saves(tiny_scene, tmp_path):
+    """Seven mined steps with grid updates during and after warm-up: parameters, the grid and tau-hat are
+    bit-identical on both ranks (which trained on different rays), only rank 0 wrote a checkpoint, and
+    each rank's input prefetcher was stopped when training ended."""
+    _, (rank0, rank1) = train_two_ranks(tmp_path, tiny_scene, steps=7, min_hard_fraction=0.0)
+    assert rank0["grid_updates"] == rank1["grid_updates"] == 4  # steps 0, 2, 4, 6
+    state0, state1 = rank0["final_state"], rank1["final_state"]
+    assert state0.keys() == state1.keys()
+    for name in state0:
+        assert torch.equal(state0[name], state1[name]), name
+    initial = rank0["start_states"][0]
+    assert not torch.equal(initial["_model.sampler.grid.occs"], state0["_model.sampler.grid.occs"])
+    assert rank0["tau_hat"] == rank1["tau_hat"] != 1.0
+    assert not torch.equal(rank0["batches"][-1]["indices"], rank1["batches"][-1]["indices"])
+    assert rank1["last_checkpoint"] is None
+    assert rank0["last_checkpoint"] is not None and rank0["last_checkpoint"].is_file()
+    assert [path.name for path in rank0["last_checkpoint"].parent.iterdir()] == [rank0["last_checkpoint"].name]
+    assert rank0["prefetcher_closed"] and rank1["prefetcher_closed"]
