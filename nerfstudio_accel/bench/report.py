@@ -20,7 +20,7 @@ from nerfstudio_accel.bench.configs import MethodSpec
 
 SUMMARY_KEYS = (
     "steps", "train_seconds", "ms_per_step", "rays_per_second", "samples_per_step", "warmup_seconds",
-    "skipped_steps", "peak_memory_mb", "graph_mb", "hard_mining_fraction", "hard_mining_tau_hat",
+    "skipped_steps", "peak_memory_mb", "graph_mb", "hard_mining_fraction", "hard_mining_tau_hat", "input_stall_fraction",
 )  # fmt: skip
 
 
@@ -75,6 +75,14 @@ def _cell(summary: Dict, key: str, digits: int) -> str:
     return text
 
 
+def _percent_cell(summary: Dict, key: str) -> str:
+    """A fraction as a percentage (one decimal), with the spread over repeats; "—" where not reported."""
+    if key not in summary:
+        return "—"
+    scaled = {name: 100.0 * value for name, value in summary[key].items()}
+    return _cell({key: scaled}, key, 1) + "%"
+
+
 def _views_note(point: Dict) -> str:
     """``", psnr on 5 of 20 views"`` for a curve point that scored part of the test split, else ``""``."""
     views, total = point.get("views"), point.get("views_total")
@@ -98,11 +106,12 @@ def markdown_table(meta: Dict, methods: Sequence[Dict]) -> str:
         "compiles), and evaluation time is not counted in the budget; metrics are means over "
         "every view of the test split, RGBA targets composited over white"
         + (f" (evaluations before the last score {eval_views} evenly spaced test view{'s' if eval_views > 1 else ''}, --eval-views)." if eval_views else ".")
-        + " Training rays/s and samples/step are training figures; samples/ray is the final evaluation's."
+        + " Training rays/s and samples/step are training figures; samples/ray is the final evaluation's;"
+        " input stall is the mean share of a step spent waiting for its batch (accel methods only)."
         + (f" Values are medians over {repeats} repeats, (min–max) beside them." if repeats > 1 else ""),
         "",
-        "| method | steps | ms/step | train rays/s | samples/step | samples/ray | PSNR (dB) | SSIM | LPIPS | peak memory (MB) | graph (MB) | b/B | note |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
+        "| method | steps | ms/step | train rays/s | samples/step | samples/ray | PSNR (dB) | SSIM | LPIPS | peak memory (MB) | graph (MB) | b/B | input stall | note |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
     ]
     for method in methods:
         summary = method.get("summary", {})
@@ -118,7 +127,7 @@ def markdown_table(meta: Dict, methods: Sequence[Dict]) -> str:
             _cell(summary, "steps", 0), _cell(summary, "ms_per_step", 1), _cell(summary, "rays_per_second", 0),
             _cell(summary, "samples_per_step", 0), _cell(summary, "num_samples_per_ray", 1), _cell(summary, "psnr", 2), _cell(summary, "ssim", 3),
             _cell(summary, "lpips", 3), _cell(summary, "peak_memory_mb", 0), _cell(summary, "graph_mb", 1),
-            _cell(summary, "hard_mining_fraction", 2),
+            _cell(summary, "hard_mining_fraction", 2), _percent_cell(summary, "input_stall_fraction"),
         ]  # fmt: skip
         lines.append(f"| `{method['method_name']}` | " + " | ".join(cells) + f" | {note} |")
     curves = [method for method in methods if method.get("curve")]

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Callable, Dict
 
 PROGRESS_EVERY_SECONDS = 0.5
-TRACKED_METRICS = ("hard_mining_fraction", "hard_mining_tau_hat")
+TRACKED_METRICS = ("hard_mining_fraction", "hard_mining_tau_hat", "input_stall_fraction")
 
 
 def _events_channel():

@@ -19,9 +19,11 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import inspect
 import queue
 import threading
 import time
+import weakref
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, Iterator, Optional, Tuple, Type
 
@@ -62,7 +64,8 @@ class BatchPrefetcher:
     def __init__(self, make_batch: Callable[[], Any], depth: int, device: torch.device) -> None:
         if depth < 1:
             raise ValueError(f"prefetch depth must be at least 1, got {depth}")
-        self._make_batch = make_batch
+        # a bound method is held weakly: a datamanager dropped without close() ends its producer
+        self._make_batch = weakref.WeakMethod(make_batch) if inspect.ismethod(make_batch) else (lambda: make_batch)
         self._device = device
         self._stream = torch.cuda.Stream(device) if device.type == "cuda" else None
         self._queue: "queue.Queue[Tuple[Any, Any, Optional[BaseException]]]" = queue.Queue(maxsize=depth)
@@ -79,7 +82,11 @@ class BatchPrefetcher:
         try:
             with stream:
                 while not self._stop.is_set():
-                    item = self._make_batch()
+                    make_batch = self._make_batch()
+                    if make_batch is None:
+                        return
+                    item = make_batch()
+                    del make_batch  # not kept alive while waiting for room in the queue
                     event = None
                     if self._stream is not None:
                         event = torch.cuda.Event()
@@ -89,7 +96,7 @@ class BatchPrefetcher:
             self._put((None, None, error))
 
     def _put(self, entry: Tuple[Any, Any, Optional[BaseException]]) -> None:
-        while not self._stop.is_set():
+        while not self._stop.is_set() and self._make_batch() is not None:
             try:
                 self._queue.put(entry, timeout=0.05)
                 return

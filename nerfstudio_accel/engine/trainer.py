@@ -115,6 +115,15 @@ def uses_tcnn(model_config: Any) -> bool:
     return "tcnn" in (getattr(model_config, "implementation", None), getattr(model_config, "hash_backend", None))
 
 
+def viewer_off(vis: str) -> str:
+    """``--vis`` without the viewer: a rank other than 0 renders nothing (nerfstudio starts a viewer on every
+    machine's local rank 0, which in a multi-machine run slows that rank and so every rank). Its loggers
+    stay: nerfstudio's writers write on rank 0 only."""
+    if vis in ("viewer", "viewer_legacy"):
+        return "tensorboard"
+    return vis.split("+", 1)[1] if vis.startswith("viewer+") else vis
+
+
 def sync_directory(directory: Path) -> None:
     """Flush a folder's entries (a rename into it) to disk; a no-op where folders cannot be opened (Windows)."""
     if os.name != "posix":
@@ -132,6 +141,8 @@ class AccelTrainer(Trainer):
     config: AccelTrainerConfig
 
     def __init__(self, config: AccelTrainerConfig, local_rank: int = 0, world_size: int = 1) -> None:
+        if distributed.rank() != 0:
+            config.vis = viewer_off(config.vis)
         super().__init__(config, local_rank, world_size)
         device_type = str(self.device).split(":")[0]
         try:

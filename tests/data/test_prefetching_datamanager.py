@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import random
-import threading
+import gc
 import time
 
 import pytest
@@ -11,10 +11,6 @@ import torch
 
 from accel_test_helpers import make_trainer, run_steps
 from nerfstudio_accel.data.prefetching_datamanager import BatchPrefetcher, tensors_in
-
-
-def prefetcher_threads() -> list:
-    return [thread for thread in threading.enumerate() if thread.name == "accel-batch-prefetcher" and thread.is_alive()]
 
 
 def trainer_with_prefetch(scene, output_dir, prefetch_batches: int, seed: int = 5, **trainer_overrides):
@@ -45,9 +41,10 @@ def test_prefetched_batches_are_the_plain_batches_in_order(tiny_scene, tmp_path)
             assert rays_plain.origins.shape[0] == 96
         assert ahead._prefetcher is not None and ahead._prefetcher.running
         assert plain._prefetcher is None
+        producer = ahead._prefetcher._thread
     finally:
         ahead.close()
-    assert not prefetcher_threads()
+    assert not producer.is_alive()
 
 
 def test_other_seeds_draw_other_batches(tiny_scene, tmp_path):
@@ -64,10 +61,23 @@ def test_training_stops_the_producer_and_logs_the_stall(tiny_scene, tmp_path):
     run_steps(trainer, 0, 2)
     metrics = trainer.last_metrics
     assert 0.0 <= float(metrics["input_stall_fraction"]) <= 1.0 and float(metrics["input_wait_ms"]) >= 0.0
-    assert prefetcher_threads()
+    producer = trainer.pipeline.datamanager._prefetcher._thread
+    assert producer.is_alive()
     trainer.train()
     assert trainer.pipeline.datamanager._prefetcher is None
-    assert not prefetcher_threads()
+    assert not producer.is_alive()
+
+
+def test_a_datamanager_dropped_without_close_ends_its_producer(tiny_scene, tmp_path):
+    """The producer holds its datamanager weakly: a trainer dropped mid-training (no train() end, no
+    close()) leaves no thread behind once it is garbage."""
+    trainer = trainer_with_prefetch(tiny_scene, tmp_path, 2)
+    trainer.pipeline.datamanager.next_train(0)
+    producer = trainer.pipeline.datamanager._prefetcher._thread
+    del trainer
+    gc.collect()
+    producer.join(timeout=5)
+    assert not producer.is_alive()
 
 
 def test_a_failing_producer_raises_in_the_step_and_close_unblocks_a_full_queue():
@@ -93,7 +103,7 @@ def test_a_failing_producer_raises_in_the_step_and_close_unblocks_a_full_queue()
         time.sleep(0.01)
     assert endless._queue.full() and endless.running  # blocked on put
     endless.close()
-    assert not endless.running and not prefetcher_threads()
+    assert not endless.running
     with pytest.raises(RuntimeError, match="closed"):
         endless.next()
 

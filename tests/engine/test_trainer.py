@@ -110,6 +110,21 @@ def test_only_rank_zero_writes_checkpoints(tiny_scene, tmp_path, monkeypatch):
     assert (trainer.checkpoint_dir / "step-000000001.ckpt").exists()
 
 
+def test_ranks_other_than_zero_start_no_viewer(tiny_scene, tmp_path, monkeypatch):
+    """nerfstudio starts a viewer on every machine's local rank 0; AccelTrainer keeps only global rank 0's,
+    and the other ranks keep their loggers."""
+    from nerfstudio_accel import distributed
+    from nerfstudio_accel.engine.trainer import viewer_off
+
+    assert [viewer_off(vis) for vis in ("viewer", "viewer+wandb", "viewer+tensorboard", "viewer_legacy", "wandb")] == [
+        "tensorboard", "wandb", "tensorboard", "tensorboard", "wandb"]
+    monkeypatch.setattr(distributed, "rank", lambda: 1)
+    trainer = make_trainer(tiny_scene, tmp_path, setup=False, vis="viewer+wandb")
+    assert trainer.config.vis == "wandb" and not trainer.config.is_viewer_enabled()
+    monkeypatch.setattr(distributed, "rank", lambda: 0)
+    assert make_trainer(tiny_scene, tmp_path, setup=False, vis="viewer").config.is_viewer_enabled()
+
+
 def test_checkpoint_round_trip_restores_scaler_grid_and_mining_state(tiny_scene, tmp_path):
     """Loss scale, occupancy grid, hard-mining tau_hat, parameters and optimizer state survive a save and load."""
     torch.manual_seed(0)
