@@ -17,6 +17,11 @@
 #   with --precision auto and scores it with ns-eval; logs and eval.json land in $OUT.
 #     bash benchmarks/gpu_lego.sh parity
 #   installs the same way and runs only the nerfacc-CUDA vs torch parity tests.
+#     bash benchmarks/gpu_lego.sh scaling
+#   installs the same way, then trains accel-ngp on lego for STEPS (1000) steps with
+#   --machine.num-devices 1, 2, 4, 8 (those the machine has; RANKS overrides) and, on one GPU, with
+#   --pipeline.datamanager.prefetch-batches 0 and 2; scaling.md in $OUT gives each run's median
+#   Train Rays / Sec (global, all ranks), ms per step and input stall from its tensorboard events.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 GPU_DIR=.gpu
@@ -27,7 +32,7 @@ prepare)
     cp -r "${LEGO:-../shared/data/lego}" "$GPU_DIR/lego"
     du -sh "$GPU_DIR"
     ;;
-run|checks|parity)
+run|checks|parity|scaling)
     : "${OUT:?run this through the device tool, which sets OUT}"
     python3 -m pip install --quiet --no-index --no-deps "$GPU_DIR"/wheels/*.whl
     python3 -m pip install --quiet --no-deps --no-build-isolation -e .
@@ -56,6 +61,25 @@ checks)
     python3 -c "import json; r = json.load(open('$OUT/eval.json'))['results']; print(f\"lego accel-ngp on cuda: PSNR {r['psnr']:.2f} dB, SSIM {r['ssim']:.3f}, {r['num_rays_per_sec']:.0f} rays/s eval\")" || status=1
     exit "$status"
     ;;
+scaling)
+    gpus=$(python3 -c "import torch; print(torch.cuda.device_count())")
+    echo "| run | median Train Rays / Sec (all ranks) | median ms/step | median input stall |" > "$OUT/scaling.md"
+    echo "|---|---:|---:|---:|" >> "$OUT/scaling.md"
+    train() {  # name, then ns-train flags
+        name=$1; shift
+        ns-train accel-ngp --machine.device-type cuda --vis tensorboard --max-num-iterations "${STEPS:-1000}" \
+            --steps-per-eval-image 100000 --steps-per-eval-batch 100000 --steps-per-save 100000 \
+            --output-dir /tmp/scaling --experiment-name lego --timestamp "$name" "$@" \
+            blender-data --data "$GPU_DIR/lego" > "$OUT/$name.log" 2>&1 || echo "$name failed: see $name.log"
+        python3 benchmarks/tensorboard_medians.py "/tmp/scaling/lego/accel-ngp/$name" "$name" >> "$OUT/scaling.md"
+    }
+    train prefetch0 --pipeline.datamanager.prefetch-batches 0
+    train prefetch2 --pipeline.datamanager.prefetch-batches 2
+    for ranks in ${RANKS:-1 2 4 8}; do
+        [ "$ranks" -le "$gpus" ] && train "ranks$ranks" --machine.num-devices "$ranks"
+    done
+    cat "$OUT/scaling.md"
+    ;;
 run)
     status=0
     python3 -m nerfstudio_accel.bench.cli --data "$GPU_DIR/lego" --device cuda --overwrite --out /tmp/bench \
@@ -66,7 +90,7 @@ run)
     exit "$status"
     ;;
 *)
-    echo "usage: bash benchmarks/gpu_lego.sh prepare|run|checks|parity (see the comment at the top)" >&2
+    echo "usage: bash benchmarks/gpu_lego.sh prepare|run|checks|parity|scaling (see the comment at the top)" >&2
     exit 2
     ;;
 esac

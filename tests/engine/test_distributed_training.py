@@ -19,7 +19,7 @@ from nerfstudio.scripts.train import train_loop
 
 from accel_test_helpers import make_trainer
 from nerfstudio_accel.engine.trainer import AccelTrainer, AccelTrainerConfig
-from nerfstudio_accel.methods import accel_ngp
+from nerfstudio_accel.methods import accel_nerfacto, accel_ngp
 
 
 @dataclass
@@ -59,23 +59,29 @@ class RecordingTrainer(AccelTrainer):
         self.record.update(
             final_state={name: value.clone() for name, value in self.pipeline.state_dict().items()},
             tau_hat=self.pipeline.batch_sizer.tau_hat,
-            grid_updates=model.sampler.updates,
+            grid_updates=getattr(getattr(model, "sampler", None), "updates", None),
             last_checkpoint=self.last_checkpoint,
             prefetcher_closed=self.pipeline.datamanager._prefetcher is None,
         )
         torch.save(self.record, self.config.record_dir / f"rank{dist.get_rank()}.pt")
 
 
-def distributed_config(scene: Path, out: Path, steps: int, min_hard_fraction: float) -> RecordingTrainerConfig:
-    """accel-ngp as ns-train builds it, on CPU, small, deterministic given its batches (white background,
-    no stratified jitter), grid updates every 2 steps after 4 warm-up steps."""
-    base = copy.deepcopy(accel_ngp.config)
+def recording(method: AccelTrainerConfig, out: Path) -> RecordingTrainerConfig:
+    """``method``'s config (as ns-train builds it) for the recording trainer, on CPU, saving into ``out``."""
+    base = copy.deepcopy(method)
     config = RecordingTrainerConfig(**{name: getattr(base, name) for name in base.__dataclass_fields__ if name != "_target"}, record_dir=out)
     config.machine.device_type = "cpu"
     config.vis = "tensorboard"
     config.output_dir, config.experiment_name, config.timestamp = out, "exp", "run"
-    config.max_num_iterations, config.steps_per_save = steps, 3
     config.steps_per_eval_batch = config.steps_per_eval_image = config.steps_per_eval_all_images = 10**6
+    return config
+
+
+def distributed_config(scene: Path, out: Path, steps: int, min_hard_fraction: float) -> RecordingTrainerConfig:
+    """accel-ngp, small, deterministic given its batches (white background, no stratified jitter), grid
+    updates every 2 steps after 4 warm-up steps, a checkpoint every 3 steps."""
+    config = recording(accel_ngp.config, out)
+    config.max_num_iterations, config.steps_per_save = steps, 3
     config.pipeline.datamanager.dataparser = BlenderDataParserConfig(data=scene)
     config.pipeline.min_hard_fraction = min_hard_fraction
     model = config.pipeline.model
@@ -93,9 +99,9 @@ def training_rank(rank: int, init_file: str, config: RecordingTrainerConfig) -> 
         dist.destroy_process_group()
 
 
-def train_two_ranks(tmp_path: Path, scene: Path, steps: int, min_hard_fraction: float):
+def train_two_ranks(tmp_path: Path, scene: Path, steps: int, min_hard_fraction: float, config=None):
     tmp_path.mkdir(parents=True, exist_ok=True)
-    config = distributed_config(scene, tmp_path, steps, min_hard_fraction)
+    config = config or distributed_config(scene, tmp_path, steps, min_hard_fraction)
     mp.spawn(training_rank, args=(str(tmp_path / "init"), config), nprocs=2, join=True)
     return config, [torch.load(tmp_path / f"rank{rank}.pt", weights_only=False) for rank in (0, 1)]
 
@@ -146,3 +152,17 @@ def test_ranks_stay_bit_identical_and_only_rank_zero_saves(tiny_scene, tmp_path)
     assert rank0["last_checkpoint"] is not None and rank0["last_checkpoint"].is_file()
     assert [path.name for path in rank0["last_checkpoint"].parent.iterdir()] == [rank0["last_checkpoint"].name]
     assert rank0["prefetcher_closed"] and rank1["prefetcher_closed"]
+
+
+def test_accel_nerfacto_ranks_stay_bit_identical(tiny_scene, tmp_path):
+    """accel-nerfacto (proposal networks, camera optimizer, mined main field): after four 2-rank steps every
+    parameter and tau-hat are bit-identical on both ranks."""
+    config = recording(accel_nerfacto.config, tmp_path)
+    config.max_num_iterations = 4
+    config.pipeline.datamanager.dataparser = BlenderDataParserConfig(data=tiny_scene)
+    _, (rank0, rank1) = train_two_ranks(tmp_path, tiny_scene, 4, 0.0, config=config)
+    for name, value in rank0["final_state"].items():
+        assert torch.equal(value, rank1["final_state"][name]), name
+    start = rank0["start_states"][0]
+    assert any(not torch.equal(start[name], value) for name, value in rank0["final_state"].items() if name in start), "nothing trained"
+    assert rank0["tau_hat"] == rank1["tau_hat"] != 1.0

@@ -1,0 +1,106 @@
+"""A model of data-parallel accel-ngp: per-step time and speedup at 1, 2, 4, 8 ranks.
+
+    python benchmarks/scaling_model.py --step-ms 55 --ranks 1 2 4 8 [--device-defaults cuda] [--scene lego]
+
+Each rank trains its own ray batch (``target_num_samples`` samples), so a step's compute does not shrink
+with more ranks; what is added per step is communication (see :mod:`nerfstudio_accel.distributed`):
+
+- the gradient all-reduce: every trainable parameter as float32, plus one flag per parameter tensor
+  (dense: the hash table's untouched entries travel as zeros);
+- every ``grid_update_every`` steps, the occupancy update's all-gather (float32 per evaluated cell: all
+  cells during warm-up, after it a quarter plus the occupied ones; here a half is assumed) and, saved,
+  the grid evaluation shared by the ranks (``--grid-eval-ms`` per update on one rank);
+- two small all-reduces (the tau-hat moments, latency only).
+
+A ring all-reduce of ``S`` bytes over ``N`` ranks moves ``2 (N - 1) / N * S`` bytes per rank in
+``2 (N - 1)`` latency-bound steps; an all-gather half of that. Parameter sizes are counted from the model
+built with the chosen device's defaults (the hash table is 2^19 entries per level on CUDA). Link figures
+are assumptions (nominal bus bandwidths that NCCL reaches in practice, roughly), not measurements; the
+step's compute time is the argument, measured elsewhere (``ns-accel-bench``, ``benchmarks/input_pipeline.py``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import tempfile
+from pathlib import Path
+from typing import Dict, List, Tuple
+
+import torch
+
+LINKS: Dict[str, Tuple[float, float]] = {
+    "NVLink 4 (H100 SXM)": (300e9, 10e-6),
+    "PCIe 4 x16": (20e9, 15e-6),
+    "100 Gb/s InfiniBand": (11e9, 20e-6),
+    "10 Gb/s Ethernet": (1.1e9, 50e-6),
+}
+"""name: (bytes per second reached by a ring all-reduce, seconds of latency per ring step): assumptions."""
+
+
+def model_sizes(device_defaults: str) -> Tuple[int, int, int, int]:
+    """``(trainable parameters, parameter tensors, grid cells, grid update interval)`` of accel-ngp on a
+    small generated object scene, with ``device_defaults``' table and grid sizes."""
+    from nerfstudio.data.dataparsers.blender_dataparser import BlenderDataParserConfig
+
+    from nerfstudio_accel.data.scenes import SceneSpec, generate_scene
+    from nerfstudio_accel.methods import accel_ngp
+
+    with tempfile.TemporaryDirectory() as folder:
+        scene = generate_scene(Path(folder) / "scene", SceneSpec(num_train=2, num_val=1, num_test=1, resolution=8, supersample=1, seed=0))
+        config = copy.deepcopy(accel_ngp.config)
+        config.pipeline.datamanager.dataparser = BlenderDataParserConfig(data=scene)
+        config.pipeline.resolve_device_defaults(device_defaults)
+        pipeline = config.pipeline.setup(device="cpu", test_mode="val")
+        params = [p for p in pipeline.model.parameters() if p.requires_grad]
+        grid = pipeline.model.sampler.grid
+        return sum(p.numel() for p in params), len(params), int(grid.occs.numel()), config.pipeline.model.grid_update_every
+
+
+def ring_seconds(nbytes: float, ranks: int, bandwidth: float, latency: float, all_reduce: bool = True) -> float:
+    """Seconds of a ring all-reduce (or all-gather) of ``nbytes`` over ``ranks`` ranks."""
+    if ranks == 1:
+        return 0.0
+    factor = 2.0 if all_reduce else 1.0
+    return factor * (ranks - 1) / ranks * nbytes / bandwidth + factor * (ranks - 1) * latency
+
+
+def table(step_ms: float, grid_eval_ms: float, ranks: List[int], sizes: Tuple[int, int, int, int]) -> List[str]:
+    params, tensors, cells, every = sizes
+    gradient_bytes = 4.0 * (params + tensors + 2)
+    gather_bytes = 4.0 * cells / 2
+    lines = [
+        f"Compute {step_ms:g} ms/step per rank, grid evaluation {grid_eval_ms:g} ms per update on one rank, "
+        f"gradient all-reduce {gradient_bytes / 1e6:.1f} MB/step, grid all-gather {gather_bytes / 1e6:.1f} MB every {every} steps.",
+        "",
+        "| link (assumed) | ranks | comm ms/step | step ms | speedup in rays/s | efficiency |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
+    for name, (bandwidth, latency) in LINKS.items():
+        one = step_ms + grid_eval_ms / every
+        for n in ranks:
+            comm = 1000 * (ring_seconds(gradient_bytes, n, bandwidth, latency) + 2 * ring_seconds(12, n, bandwidth, latency))
+            comm += 1000 * ring_seconds(gather_bytes, n, bandwidth, latency, all_reduce=False) / every
+            step = step_ms + grid_eval_ms / n / every + comm
+            speedup = n * one / step
+            lines.append(f"| {name} | {n} | {comm:.2f} | {step:.2f} | {speedup:.2f}x | {100 * speedup / n:.0f}% |")
+    return lines
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--step-ms", type=float, nargs="+", required=True, help="compute per training step on one rank (ms), measured elsewhere")
+    parser.add_argument("--grid-eval-ms", type=float, default=0.0, help="one occupancy-grid update's evaluation on one rank (ms)")
+    parser.add_argument("--ranks", type=int, nargs="+", default=[1, 2, 4, 8])
+    parser.add_argument("--device-defaults", choices=["cuda", "cpu"], default="cuda", help="whose table and grid sizes")
+    args = parser.parse_args()
+    torch.manual_seed(0)
+    sizes = model_sizes(args.device_defaults)
+    print(f"accel-ngp with {args.device_defaults} defaults: {sizes[0]:,} trainable parameters in {sizes[1]} tensors, {sizes[2]:,} grid cells")
+    for step_ms in args.step_ms:
+        print()
+        print("\n".join(table(step_ms, args.grid_eval_ms, args.ranks, sizes)))
+
+
+if __name__ == "__main__":
+    main()
