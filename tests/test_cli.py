@@ -143,20 +143,23 @@ def test_hard_mining_stats_reach_terminal_and_tensorboard(trained_run) -> None:
     assert all(0 < b <= big_b for b, big_b in zip(b_values, big_b_values))
     printed = [line for line in trained_run["out"].splitlines() if line.startswith("hard mining, step")]
     assert len(printed) >= 2 and "b/B" in printed[0] and "tau_hat" in printed[0], trained_run["out"][-2000:]
+    stalls = scalars.get("Train Metrics Dict/input_stall_fraction")  # the pipelined input sampler (on by default)
+    assert stalls and all(0.0 <= value <= 1.0 for value in stalls)
 
 
 @pytest.mark.slow
 def test_hard_mining_off_is_one_flag(run_cli, tiny_scene: Path, tmp_path: Path) -> None:
-    """--pipeline.hard-mining False (the ablation) trains ordinarily: no mining stats anywhere."""
+    """--pipeline.hard-mining False (the ablation) trains ordinarily: no mining stats anywhere. (Also without
+    the pipelined input sampler, whose stall is then the whole batch preparation.)"""
     code, out, err = run_cli(
         "ns-train", METHOD, *TRAIN_FLAGS[:4], "--max-num-iterations", "12", "--experiment-name", "exp", "--timestamp", "run",
         "--output-dir", str(tmp_path), "--pipeline.hard-mining", "False", "--pipeline.print-every", "5",
-        "blender-data", "--data", str(tiny_scene), timeout=300,
+        "--pipeline.datamanager.prefetch-batches", "0", "blender-data", "--data", str(tiny_scene), timeout=300,
     )
     assert code == 0, err[-3000:]
     assert "hard mining, step" not in out
     scalars = tensorboard_scalars(run_dir(tmp_path))
-    assert "Train Metrics Dict/psnr" in scalars
+    assert "Train Metrics Dict/psnr" in scalars and all(value > 0 for value in scalars["Train Metrics Dict/input_wait_ms"])
     assert not any("hard_mining" in tag for tag in scalars)
 
 

@@ -346,7 +346,7 @@ class AccelTrainer(Trainer):
         if self.config.load_dir is not None and self.config.load_checkpoint is None:
             load_dir = Path(self.config.load_dir)
             for stale in load_dir.glob(".partial-*"):
-                stale.unlink()  # a save interrupted by a crash
+                stale.unlink(missing_ok=True)  # a save interrupted by a crash (every rank clears it: the first wins)
             steps = sorted(int(path.stem.split("-")[1]) for path in load_dir.glob(CHECKPOINT_GLOB))
             if self.config.load_step is not None:
                 steps = [s for s in steps if s == self.config.load_step]
