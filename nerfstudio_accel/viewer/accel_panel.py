@@ -32,6 +32,7 @@ ROWS: List[Tuple[str, str, str]] = [
     ("rays_per_second", "training rays/s", "{:,.0f}"),
     ("samples_per_second", "samples/s", "{:,.0f}"),
     ("samples_per_ray", "samples per ray", "{:.1f}"),
+    ("input_stall_fraction", "input stall (wait for batch)", "{:.1%}"),
     ("occupied_fraction", "occupied grid cells", "{:.1%}"),
     ("alpha_culled_fraction", "alpha-culled samples", "{:.1%}"),
     ("early_stopped_fraction", "early-stopped samples", "{:.1%}"),

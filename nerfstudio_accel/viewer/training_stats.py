@@ -86,7 +86,8 @@ class TrainingStats:
 
     def snapshot(self) -> Dict[str, Union[Number, str]]:
         """The panel's values: rates over the window, the latest step's figures, culling fractions
-        (of the marched candidates), hard mining, precision, loss scale, skipped steps, PSNR and ETA."""
+        (of the marched candidates), the input stall, hard mining, precision, loss scale, skipped steps,
+        PSNR and ETA."""
         seconds = sum(record.seconds for record in self.steps)
         rays = sum(record.rays for record in self.steps)
         samples = sum(record.samples for record in self.steps)
@@ -113,6 +114,7 @@ class TrainingStats:
             kept = latest.get("kept", candidates)
             values["alpha_culled_fraction"] = alpha_culled / candidates
             values["early_stopped_fraction"] = max(candidates - kept - alpha_culled, 0.0) / candidates
-        if "occupied_fraction" in latest:
-            values["occupied_fraction"] = latest["occupied_fraction"]
+        for name in ("occupied_fraction", "input_stall_fraction"):
+            if name in latest:
+                values[name] = latest[name]
         return values

@@ -63,6 +63,7 @@ def test_panel_shows_the_pipelines_own_metrics(tiny_scene, tmp_path, viser_serve
     assert f"| samples per ray | {float(metrics['num_samples_per_ray']):.1f} |" in text
     occupied = trainer.pipeline.model.sampler.occupied_fraction()
     assert f"| occupied grid cells | {occupied:.1%} |" in text and "| precision | fp32 |" in text
+    assert f"| input stall (wait for batch) | {float(metrics['input_stall_fraction']):.1%} |" in text
     assert len(panel.stats.history) == 3 and len(panel.chart.figure.data[0].x) == 3
     counts = trainer.pipeline.model.sampling_figures()  # the panel turned the culling counts on
     assert counts["candidates"] >= counts["kept"] + counts["alpha_culled"] and counts["kept"] > 0
