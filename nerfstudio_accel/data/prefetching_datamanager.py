@@ -3,16 +3,21 @@
 Each training step needs a batch of rays: pixel indices drawn over the training images, the ground-truth
 pixels gathered, rays generated from the cameras (with lens undistortion for captured scenes). nerfstudio
 does this on the training thread, between steps, so the step waits for it. With
-``--pipeline.datamanager.prefetch-batches K`` a producer thread keeps up to ``K`` batches ready. On CUDA
+``--pipeline.datamanager.prefetch-batches K`` a producer thread keeps up to ``K`` batches queued (and a
+finished one waiting for room). On CUDA
 it works on a side stream: the ground truth goes through pinned memory with a non-blocking copy, and
 the step's stream waits on the batch's event before using it.
 
 A thread, not a process: the work is torch ops that release the GIL, the batches stay in this process
 (no pickling or shared-memory copies of every batch) and the thread can use this process's CUDA context.
-The batch size is read when a batch is prepared, so a dynamic ray batch takes effect ``K`` steps late.
+The batch size is read when a batch is prepared, so a dynamic ray batch takes effect up to ``K + 1``
+steps late.
 
-Batches are drawn from the pixel sampler's own generator (:mod:`.seeded_pixel_sampler`), so ``K = 2``
-yields exactly the batches ``K = 0`` yields for the same seed, in the same order.
+Batches are drawn from the pixel sampler's own generator (:mod:`.seeded_pixel_sampler`), so at a fixed
+batch size ``K = 2`` yields exactly the batches ``K = 0`` yields for the same seed, in the same order.
+(With the dynamic ray batch the sizes differ by the lag, and so do the draws that follow.)
+``--pipeline.datamanager.patch-size`` above 1 uses nerfstudio's patch sampler, which draws from
+torch's global generator: the same kind of batches, not the same ones.
 """
 
 from __future__ import annotations
@@ -30,7 +35,7 @@ from typing import Any, Callable, Dict, Iterator, Optional, Tuple, Type
 import torch
 from nerfstudio.cameras.rays import RayBundle
 from nerfstudio.data.datamanagers.base_datamanager import VanillaDataManager, VanillaDataManagerConfig
-from nerfstudio.data.pixel_samplers import PixelSamplerConfig
+from nerfstudio.data.pixel_samplers import PatchPixelSamplerConfig, PixelSampler, PixelSamplerConfig
 from torch import Tensor
 
 from nerfstudio_accel.data.seeded_pixel_sampler import SeededPixelSamplerConfig
@@ -54,7 +59,8 @@ def tensors_in(value: Any) -> Iterator[Tensor]:
 
 
 class BatchPrefetcher:
-    """Calls ``make_batch()`` on a daemon thread, keeping up to ``depth`` results queued.
+    """Calls ``make_batch()`` on a daemon thread, keeping up to ``depth`` results queued (and one more
+    finished, waiting for room).
 
     :meth:`next` returns them in order (re-raising the producer's error, if it failed); :meth:`close`
     stops the thread and drops what is queued. On a CUDA ``device`` the producer runs on its own stream
@@ -68,6 +74,8 @@ class BatchPrefetcher:
         self._make_batch = weakref.WeakMethod(make_batch) if inspect.ismethod(make_batch) else (lambda: make_batch)
         self._device = device
         self._stream = torch.cuda.Stream(device) if device.type == "cuda" else None
+        if self._stream is not None:  # what the training stream wrote so far (cameras, cached images) comes first
+            self._stream.wait_stream(torch.cuda.current_stream(device))
         self._queue: "queue.Queue[Tuple[Any, Any, Optional[BaseException]]]" = queue.Queue(maxsize=depth)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._produce, name="accel-batch-prefetcher", daemon=True)
@@ -157,6 +165,13 @@ class AccelDataManager(VanillaDataManager):
         """Rays per rank in the step just trained, set by the trainer (the mean over ranks under
         torch.distributed); nerfstudio's Train Rays / Sec multiplies it by the number of ranks."""
 
+    def _get_pixel_sampler(self, dataset, num_rays_per_batch: int) -> PixelSampler:
+        """nerfstudio's choice (which takes patches only when its config is exactly its own pixel sampler's),
+        with patches for ``--pipeline.datamanager.patch-size`` above 1 here too."""
+        if self.config.patch_size > 1 and isinstance(self.config.pixel_sampler, SeededPixelSamplerConfig):
+            return PatchPixelSamplerConfig().setup(patch_size=self.config.patch_size, num_rays_per_batch=num_rays_per_batch)
+        return super()._get_pixel_sampler(dataset, num_rays_per_batch)
+
     def _prepare_train_batch(self) -> Batch:
         """One training batch: pixels drawn, ground truth gathered (pinned and copied without blocking on
         CUDA), rays generated."""
@@ -164,7 +179,7 @@ class AccelDataManager(VanillaDataManager):
         assert self.train_pixel_sampler is not None and isinstance(image_batch, dict)
         batch = self.train_pixel_sampler.sample(image_batch)
         device = torch.device(self.device)
-        if device.type == "cuda" and self._prefetcher is not None:
+        if device.type == "cuda" and self.config.prefetch_batches > 0:
             batch = {key: value.pin_memory().to(device, non_blocking=True) if isinstance(value, Tensor) and not value.is_cuda else value for key, value in batch.items()}
         return self.train_ray_generator(batch["indices"]), batch
 

@@ -35,7 +35,7 @@ import torch
 import tyro
 import viser
 from nerfstudio.engine.trainer import Trainer, TrainerConfig
-from nerfstudio.utils.decorators import check_main_thread
+from nerfstudio.utils.decorators import check_main_thread, check_viewer_enabled
 from nerfstudio.utils.rich_utils import CONSOLE
 
 from nerfstudio_accel import distributed
@@ -141,8 +141,18 @@ class AccelTrainer(Trainer):
     config: AccelTrainerConfig
 
     def __init__(self, config: AccelTrainerConfig, local_rank: int = 0, world_size: int = 1) -> None:
+        if config.machine.device_type == "cuda" and torch.cuda.is_available():
+            # nerfstudio's launcher never selects the rank's GPU: kernels that launch on the current device
+            # (Triton, tiny-cuda-nn) would run every rank's work on GPU 0
+            torch.cuda.set_device(local_rank)
         if distributed.rank() != 0:
             config.vis = viewer_off(config.vis)
+            config.start_paused = False  # only rank 0's viewer could resume it; the others wait at the all-reduce
+        if world_size > 1 and config.is_viewer_enabled() and not config.viewer.quit_on_train_completion:
+            # rank 0's viewer would keep it running after training while the other ranks wait at the
+            # launcher's final barrier, which times out after 30 minutes and takes the job down
+            config.viewer.quit_on_train_completion = True
+            CONSOLE.print("Multi-GPU training: the viewer closes when training completes (--viewer.quit-on-train-completion)")
         super().__init__(config, local_rank, world_size)
         device_type = str(self.device).split(":")[0]
         try:
@@ -187,13 +197,22 @@ class AccelTrainer(Trainer):
         stats = TrainingStats(max_steps=self.config.max_num_iterations + self._start_step, precision=self.precision)
         self.accel_panel = AccelPanel(server, self.pipeline, stats, train_lock=self.train_lock)
 
+    @check_viewer_enabled
     def _update_viewer_state(self, step: int) -> None:
         """nerfstudio's viewer update, with the page's Train Util slider in effect (nerfstudio 1.1.5 shows the
-        slider but renders by a fixed 0.9)."""
+        slider but renders by a fixed 0.9), paced by every rank's rays (the Train Rays / Sec it divides by
+        counts them all)."""
         control_panel = getattr(self.viewer_state, "control_panel", None)
         if control_panel is not None and hasattr(self.viewer_state, "train_util"):
             self.viewer_state.train_util = control_panel.train_util
-        super()._update_viewer_state(step)
+        assert self.viewer_state is not None
+        # the viewer paces renders by batch / Train Rays / Sec, which counts every rank: the batch must too
+        rays_per_step = self.pipeline.datamanager.get_train_rays_per_batch() * self.world_size
+        try:
+            self.viewer_state.update_scene(step, rays_per_step)
+        except RuntimeError:
+            time.sleep(0.03)
+            CONSOLE.log("Viewer failed. Continuing training.")
 
     def _record_for_panel(self, step: int, seconds: float, loss: torch.Tensor, metrics_dict: Dict[str, Any]) -> None:
         """Every ``accel_panel_every`` steps: this step's figures into the panel's statistics, and a refresh

@@ -164,14 +164,15 @@ class OccupancySampler(nn.Module):
         jittered point ``x`` of each chosen cell (all cells during warm-up, then a random quarter of each
         level plus up to as many occupied cells); a cell is occupied when ``occ`` exceeds
         ``min(occupancy_threshold, mean occ)``. nerfacc's ``OccGridEstimator`` update, made a collective:
-        the cells and jitter come from a generator seeded by ``step`` (the same on every rank), each rank
+        the cells and jitter come from a CPU generator seeded by ``step`` (the same on every rank, whatever
+        its GPU), each rank
         evaluates a share of the points (:func:`~nerfstudio_accel.distributed.evaluate_across_ranks`), and
         every rank applies the same EMA, so all ranks march through bit-identical grids."""
         if step >= warmup_steps:
             self.warmed_up.fill_(True)
         if step % every_n_steps != 0:
             return
-        generator = torch.Generator(device=self.grid.occs.device).manual_seed(step)
+        generator = torch.Generator().manual_seed(step)  # on the CPU: a CUDA generator's draws depend on the GPU model
         cell_ids, points = self._update_points(step < warmup_steps, generator)
         occupancy = evaluate_across_ranks(lambda x: evaluate_in_chunks(density_fn, x), points).reshape(-1) * render_step_size
         occs = self.grid.occs
@@ -192,15 +193,15 @@ class OccupancySampler(nn.Module):
         else:
             per_level = []
             for level in range(grid.levels):
-                uniform = torch.randint(cells, (cells // 4,), device=device, generator=generator)
+                uniform = torch.randint(cells, (cells // 4,), generator=generator).to(device)
                 occupied = torch.nonzero(grid.binaries[level].reshape(-1))[:, 0]
                 if occupied.numel() > cells // 4:
-                    occupied = occupied[torch.randint(occupied.numel(), (cells // 4,), device=device, generator=generator)]
+                    occupied = occupied[torch.randint(occupied.numel(), (cells // 4,), generator=generator).to(device)]
                 per_level.append(level * cells + torch.cat([uniform, occupied]))
             cell_ids = torch.cat(per_level)
         levels, local_ids = cell_ids // cells, cell_ids % cells
         coords = grid.grid_coords[local_ids].float()
-        unit = (coords + torch.rand(coords.shape, device=device, generator=generator)) / grid.resolution
+        unit = (coords + torch.rand(coords.shape, generator=generator).to(device)) / grid.resolution
         low, high = grid.aabbs[levels, :3], grid.aabbs[levels, 3:]
         return cell_ids, low + unit * (high - low)
 

@@ -120,3 +120,19 @@ def test_tensors_in_finds_every_tensor_of_a_batch(tiny_scene, tmp_path):
 def test_negative_prefetch_is_refused_in_one_line(tiny_scene, tmp_path):
     with pytest.raises(SystemExit, match="prefetch-batches must be 0 or more"):
         trainer_with_prefetch(tiny_scene, tmp_path, -1)
+
+
+def test_patch_size_still_takes_patches(tiny_scene, tmp_path):
+    """nerfstudio takes patches only when the pixel sampler config is exactly its own: the seeded one must
+    not turn --pipeline.datamanager.patch-size off."""
+    from nerfstudio.data.pixel_samplers import PatchPixelSampler
+
+    torch.manual_seed(0)
+    trainer = make_trainer(tiny_scene, tmp_path, setup=False)
+    trainer.config.pipeline.datamanager.patch_size = 2
+    trainer.setup()
+    datamanager = trainer.pipeline.datamanager
+    assert isinstance(datamanager.train_pixel_sampler, PatchPixelSampler)
+    indices = datamanager.next_train(0)[1]["indices"]
+    assert torch.equal(indices[1, 1:] - indices[0, 1:], torch.tensor([0, 1]))  # neighbours within a 2x2 patch
+    datamanager.close()

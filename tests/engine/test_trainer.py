@@ -125,6 +125,49 @@ def test_ranks_other_than_zero_start_no_viewer(tiny_scene, tmp_path, monkeypatch
     assert make_trainer(tiny_scene, tmp_path, setup=False, vis="viewer").config.is_viewer_enabled()
 
 
+def test_multi_gpu_ranks_select_their_gpu_never_start_paused_and_close_the_viewer(tiny_scene, tmp_path, monkeypatch):
+    """A CUDA rank selects its own GPU (nerfstudio's launcher does not; Triton and tiny-cuda-nn launch on
+    the current device); ranks other than 0 ignore --start-paused (only rank 0's viewer could resume
+    them); with several ranks rank 0's viewer closes at the end, so no rank waits out the final barrier."""
+    from nerfstudio_accel import distributed
+    from nerfstudio_accel.methods import accel_ngp
+
+    selected = []
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "set_device", selected.append)
+    monkeypatch.setattr(distributed, "rank", lambda: 3)
+    config = copy.deepcopy(accel_ngp.config)
+    config.machine.device_type, config.start_paused, config.output_dir = "cuda", True, tmp_path
+    config.pipeline.model.hash_backend = config.pipeline.model.implementation = "torch"  # no CUDA probes here
+    trainer = config.setup(local_rank=1, world_size=4)
+    assert selected == [1] and trainer.device == "cuda:1"
+    assert not trainer.config.start_paused and trainer.training_state == "training"
+    assert not trainer.config.is_viewer_enabled()
+
+    monkeypatch.setattr(distributed, "rank", lambda: 0)
+    config = copy.deepcopy(accel_ngp.config)
+    config.machine.device_type, config.output_dir = "cpu", tmp_path
+    assert config.setup(local_rank=0, world_size=2).config.viewer.quit_on_train_completion
+    single = copy.deepcopy(accel_ngp.config)
+    single.machine.device_type, single.output_dir = "cpu", tmp_path
+    assert not single.setup(local_rank=0, world_size=1).config.viewer.quit_on_train_completion
+
+
+def test_the_viewer_paces_renders_by_every_ranks_rays(tiny_scene, tmp_path):
+    """nerfstudio's viewer divides the step's rays by Train Rays / Sec, which counts every rank: with 2 ranks
+    it gets twice this rank's batch."""
+    from types import SimpleNamespace
+
+    trainer = make_trainer(tiny_scene, tmp_path)
+    trainer.config.vis = "viewer"  # after setup: no viewer server, but the viewer update runs
+    calls = []
+    trainer.viewer_state = SimpleNamespace(update_scene=lambda step, rays: calls.append((step, rays)))
+    trainer.world_size = 2
+    trainer.pipeline.datamanager.rays_per_rank = 300.0
+    trainer._update_viewer_state(7)
+    assert calls == [(7, 600.0)]
+
+
 def test_checkpoint_round_trip_restores_scaler_grid_and_mining_state(tiny_scene, tmp_path):
     """Loss scale, occupancy grid, hard-mining tau_hat, parameters and optimizer state survive a save and load."""
     torch.manual_seed(0)
