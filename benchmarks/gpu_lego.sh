@@ -76,7 +76,7 @@ scaling)
     train prefetch0 --pipeline.datamanager.prefetch-batches 0
     train prefetch2 --pipeline.datamanager.prefetch-batches 2
     for ranks in ${RANKS:-1 2 4 8}; do
-        [ "$ranks" -le "$gpus" ] && train "ranks$ranks" --machine.num-devices "$ranks"
+        if [ "$ranks" -le "$gpus" ]; then train "ranks$ranks" --machine.num-devices "$ranks"; fi
     done
     cat "$OUT/scaling.md"
     ;;
