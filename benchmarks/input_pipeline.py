@@ -24,8 +24,8 @@ from pathlib import Path
 import torch
 import torch.multiprocessing as mp
 from nerfstudio.data.dataparsers.blender_dataparser import BlenderDataParserConfig
-from nerfstudio.engine.callbacks import TrainingCallbackLocation
 
+from nerfstudio_accel.engine.trainer import training_step
 from nerfstudio_accel.methods import accel_ngp
 
 
@@ -48,12 +48,7 @@ def train(trainer, start: int, count: int):
     rays, waits, stalls = 0, [], []
     started = time.perf_counter()
     for step in range(start, start + count):
-        trainer.pipeline.train()
-        for callback in trainer.callbacks:
-            callback.run_callback_at_location(step, location=TrainingCallbackLocation.BEFORE_TRAIN_ITERATION)
-        _, _, metrics = trainer.train_iteration(step)
-        for callback in trainer.callbacks:
-            callback.run_callback_at_location(step, location=TrainingCallbackLocation.AFTER_TRAIN_ITERATION)
+        _, _, metrics = training_step(trainer, step)
         rays += int(metrics["num_rays_per_batch"])
         waits.append(float(metrics["input_wait_ms"]))
         stalls.append(float(metrics["input_stall_fraction"]))

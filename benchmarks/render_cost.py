@@ -22,8 +22,8 @@ from typing import Dict, List
 
 import torch
 from nerfstudio.data.dataparsers.nerfstudio_dataparser import NerfstudioDataParserConfig
-from nerfstudio.engine.callbacks import TrainingCallbackLocation
 
+from nerfstudio_accel.engine.trainer import training_step
 from nerfstudio_accel.methods import accel_ngp
 
 
@@ -44,12 +44,7 @@ def build_trainer(data: Path, downscale: float, sampler: str, device: str, outpu
 def train(trainer, start: int, stop: int) -> None:
     """Training steps ``[start, stop)`` with nerfstudio's callbacks (grid updates, annealing)."""
     for step in range(start, stop):
-        trainer.pipeline.train()
-        for callback in trainer.callbacks:
-            callback.run_callback_at_location(step, location=TrainingCallbackLocation.BEFORE_TRAIN_ITERATION)
-        trainer.train_iteration(step)
-        for callback in trainer.callbacks:
-            callback.run_callback_at_location(step, location=TrainingCallbackLocation.AFTER_TRAIN_ITERATION)
+        training_step(trainer, step)
 
 
 def render_cost(trainer, views: int) -> Dict[str, float]:

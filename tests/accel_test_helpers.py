@@ -9,9 +9,8 @@ from typing import Any, Dict, Optional
 
 import torch
 from nerfstudio.data.dataparsers.blender_dataparser import BlenderDataParserConfig
-from nerfstudio.engine.callbacks import TrainingCallbackLocation
 
-from nerfstudio_accel.engine.trainer import AccelTrainer, AccelTrainerConfig
+from nerfstudio_accel.engine.trainer import AccelTrainer, AccelTrainerConfig, training_step
 from nerfstudio_accel.methods import accel_ngp
 
 
@@ -51,12 +50,7 @@ def run_steps(trainer: AccelTrainer, start: int, count: int) -> list:
     """``count`` training steps with nerfstudio's callbacks; returns the losses."""
     losses = []
     for step in range(start, start + count):
-        trainer.pipeline.train()
-        for callback in trainer.callbacks:
-            callback.run_callback_at_location(step, location=TrainingCallbackLocation.BEFORE_TRAIN_ITERATION)
-        loss, _, metrics = trainer.train_iteration(step)
-        for callback in trainer.callbacks:
-            callback.run_callback_at_location(step, location=TrainingCallbackLocation.AFTER_TRAIN_ITERATION)
+        loss, _, metrics = training_step(trainer, step)
         losses.append(float(loss))
         trainer.last_metrics = metrics
     return losses

@@ -15,11 +15,10 @@ from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Optional, Sequence
 
 import torch
-from nerfstudio.engine.callbacks import TrainingCallbackLocation
 
 from nerfstudio_accel.bench.evaluation import evaluate_views
 from nerfstudio_accel.bench.memory import TrainingPeakMemory
-from nerfstudio_accel.engine.trainer import AccelTrainer
+from nerfstudio_accel.engine.trainer import AccelTrainer, training_step
 
 
 @dataclass
@@ -96,12 +95,7 @@ def train_for_budget(
         """One step as nerfstudio's loop runs it; returns its seconds, loss and metrics."""
         synchronize()
         start = clock()
-        pipeline.train()
-        for callback in trainer.callbacks:
-            callback.run_callback_at_location(step, location=TrainingCallbackLocation.BEFORE_TRAIN_ITERATION)
-        loss, _, metrics = trainer.train_iteration(step)
-        for callback in trainer.callbacks:
-            callback.run_callback_at_location(step, location=TrainingCallbackLocation.AFTER_TRAIN_ITERATION)
+        loss, _, metrics = training_step(trainer, step)
         synchronize()
         if not guarded and not math.isfinite(float(loss)):
             raise FloatingPointError(f"non-finite loss at step {step}")

@@ -34,6 +34,7 @@ from typing import Any, Dict, List, Literal, Optional, Type
 import torch
 import tyro
 import viser
+from nerfstudio.engine.callbacks import TrainingCallbackLocation
 from nerfstudio.engine.trainer import Trainer, TrainerConfig
 from nerfstudio.utils.decorators import check_main_thread, check_viewer_enabled
 from nerfstudio.utils.rich_utils import CONSOLE
@@ -113,6 +114,20 @@ class AccelTrainerConfig(TrainerConfig):
 def uses_tcnn(model_config: Any) -> bool:
     """Whether a model config asks for tiny-cuda-nn kernels, which compute in fp16 whatever the autocast."""
     return "tcnn" in (getattr(model_config, "implementation", None), getattr(model_config, "hash_backend", None))
+
+
+def training_step(trainer: Trainer, step: int):
+    """One step as nerfstudio's training loop runs it, without its timers, viewer updates and logging: the
+    pipeline in training mode, the callbacks before the iteration (grid updates, annealing),
+    ``train_iteration``, the callbacks after. For any nerfstudio ``Trainer``; returns
+    ``(loss, loss_dict, metrics)``."""
+    trainer.pipeline.train()
+    for callback in trainer.callbacks:
+        callback.run_callback_at_location(step, location=TrainingCallbackLocation.BEFORE_TRAIN_ITERATION)
+    result = trainer.train_iteration(step)
+    for callback in trainer.callbacks:
+        callback.run_callback_at_location(step, location=TrainingCallbackLocation.AFTER_TRAIN_ITERATION)
+    return result
 
 
 def viewer_off(vis: str) -> str:

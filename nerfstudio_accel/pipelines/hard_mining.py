@@ -62,7 +62,7 @@ def tau_from_moments(moments: Float[Tensor, "3"]) -> Optional[float]:
     ``sqrt(B)`` for one-hot ``G``. All-zero ``G`` (nothing to learn from) gives 1; non-finite moments
     (a NaN or inf importance) give None.
     """
-    count, total, squares = (float(value) for value in moments)
+    count, total, squares = moments.tolist()  # one device read
     if not all(math.isfinite(value) for value in (count, total, squares)):
         return None
     if total <= 0:
