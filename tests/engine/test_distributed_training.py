@@ -99,24 +99,27 @@ def training_rank(rank: int, init_file: str, config: RecordingTrainerConfig) -> 
         dist.destroy_process_group()
 
 
-def train_two_ranks(tmp_path: Path, scene: Path, steps: int, min_hard_fraction: float, config=None):
-    tmp_path.mkdir(parents=True, exist_ok=True)
-    config = config or distributed_config(scene, tmp_path, steps, min_hard_fraction)
-    mp.spawn(training_rank, args=(str(tmp_path / "init"), config), nprocs=2, join=True)
-    return config, [torch.load(tmp_path / f"rank{rank}.pt", weights_only=False) for rank in (0, 1)]
+def train_two_ranks(config: RecordingTrainerConfig) -> list:
+    """Both ranks' records after ``config``'s training on 2 gloo processes."""
+    folder = config.record_dir
+    folder.mkdir(parents=True, exist_ok=True)
+    mp.spawn(training_rank, args=(str(folder / "init"), config), nprocs=2, join=True)
+    return [torch.load(folder / f"rank{rank}.pt", weights_only=False) for rank in (0, 1)]
 
 
-@pytest.mark.parametrize("min_hard_fraction", [1.0, None], ids=["mining b=B", "ordinary"])
-def test_one_step_gradient_equals_the_gradient_over_both_ranks_batches(tiny_scene, tmp_path, min_hard_fraction):
+@pytest.mark.parametrize("hard_mining", [True, False], ids=["mining b=B", "ordinary"])
+def test_one_step_gradient_equals_the_gradient_over_both_ranks_batches(tiny_scene, tmp_path, hard_mining):
     """After one 2-rank step both ranks hold the same gradient, and it is the single-process gradient of the
     loss over the union of both ranks' rays (ranks drew different rays), from the same starting state."""
-    config, (rank0, rank1) = train_two_ranks(tmp_path / "ranks", tiny_scene, steps=1, min_hard_fraction=min_hard_fraction or 1.0)
+    config = distributed_config(tiny_scene, tmp_path / "ranks", steps=1, min_hard_fraction=1.0)
+    config.pipeline.hard_mining = hard_mining
+    rank0, rank1 = train_two_ranks(config)
+    assert (rank0["tau_hat"] != 1.0) == hard_mining, "the ranks trained another path than asked"
     first0, first1 = rank0["batches"][0], rank1["batches"][0]
     assert not torch.equal(first0["indices"], first1["indices"]), "ranks drew the same rays"
     for name in rank0["first_grads"]:
         assert torch.equal(rank0["first_grads"][name], rank1["first_grads"][name]), name
 
-    hard_mining = min_hard_fraction is not None
     reference = make_trainer(
         tiny_scene, tmp_path / "reference", device="cpu",
         pipeline={"min_hard_fraction": 1.0, "hard_mining": hard_mining},
@@ -138,7 +141,7 @@ def test_ranks_stay_bit_identical_and_only_rank_zero_saves(tiny_scene, tmp_path)
     """Seven mined steps with grid updates during and after warm-up: parameters, the grid and tau-hat are
     bit-identical on both ranks (which trained on different rays), only rank 0 wrote a checkpoint, and
     each rank's input prefetcher was stopped when training ended."""
-    _, (rank0, rank1) = train_two_ranks(tmp_path, tiny_scene, steps=7, min_hard_fraction=0.0)
+    rank0, rank1 = train_two_ranks(distributed_config(tiny_scene, tmp_path, steps=7, min_hard_fraction=0.0))
     assert rank0["grid_updates"] == rank1["grid_updates"] == 4  # steps 0, 2, 4, 6
     state0, state1 = rank0["final_state"], rank1["final_state"]
     assert state0.keys() == state1.keys()
@@ -160,7 +163,7 @@ def test_accel_nerfacto_ranks_stay_bit_identical(tiny_scene, tmp_path):
     config = recording(accel_nerfacto.config, tmp_path)
     config.max_num_iterations = 4
     config.pipeline.datamanager.dataparser = BlenderDataParserConfig(data=tiny_scene)
-    _, (rank0, rank1) = train_two_ranks(tmp_path, tiny_scene, 4, 0.0, config=config)
+    rank0, rank1 = train_two_ranks(config)
     for name, value in rank0["final_state"].items():
         assert torch.equal(value, rank1["final_state"][name]), name
     start = rank0["start_states"][0]
