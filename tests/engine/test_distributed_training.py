@@ -103,6 +103,7 @@ def train_two_ranks(config: RecordingTrainerConfig) -> list:
     """Both ranks' records after ``config``'s training on 2 gloo processes."""
     folder = config.record_dir
     folder.mkdir(parents=True, exist_ok=True)
+    config.save_config()  # as ns-train does before its launcher starts the ranks (it makes the run's folder)
     mp.spawn(training_rank, args=(str(folder / "init"), config), nprocs=2, join=True)
     return [torch.load(folder / f"rank{rank}.pt", weights_only=False) for rank in (0, 1)]
 
