@@ -37,6 +37,12 @@ def rank() -> int:
     return dist.get_rank() if world_size() > 1 else 0
 
 
+def barrier() -> None:
+    """Wait until every rank gets here."""
+    if world_size() > 1:
+        dist.barrier()
+
+
 @torch.no_grad()
 def broadcast_state(module: nn.Module) -> None:
     """Copy rank 0's parameters and buffers (``module.state_dict()``) into every rank's module, in place.

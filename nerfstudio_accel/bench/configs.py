@@ -25,6 +25,8 @@ from nerfstudio_accel.data.validation import (
     SceneDataError,
     check_blender_scene,
     check_colmap_scene,
+    _model_format,
+    _registered_image_names,
     check_nerfstudio_scene,
     find_colmap_model,
 )
@@ -126,17 +128,21 @@ def check_data(data: Path, dataparser: str) -> None:
 
 def prescaled_factor(data: Path, dataparser: str, downscale: float) -> int:
     """The factor to give the parser's own ``downscale_factor`` for ``--downscale``: ``downscale`` when the
-    capture already holds its images downscaled by it (``images_4/`` beside ``images/``, as
-    ``ns-process-data`` writes them and Mip-NeRF 360 ships them), which the parser then reads as
+    capture already holds every image the parser reads (the frames of ``transforms.json``, the photos the
+    COLMAP model registers) downscaled by it (``images_4/`` beside ``images/``, as ``ns-process-data``
+    writes them and Mip-NeRF 360 ships them), which the parser then reads as
     ``ns-train ... --downscale-factor 4`` would; else 1, and the datamanager resizes the originals on load.
     Always 1 for ``blender-data``, which has no such option."""
     if dataparser == "blender-data" or downscale <= 1 or downscale != int(downscale):
         return 1
     factor = int(downscale)
-    if dataparser == "colmap":
-        images = data / "images"  # the parser reads images_N/<name> for images/<name>
-        originals = [path.relative_to(images) for path in images.rglob("*") if path.is_file()] if images.is_dir() else []
-        prescaled = [images.parent / f"images_{factor}" / name for name in originals]
+    if dataparser == "colmap":  # the parser reads images_N/<name> for each photo the model registers
+        model = find_colmap_model(data)
+        try:
+            names = _registered_image_names(data / model, _model_format(data / model)) if model is not None else []
+        except SceneDataError:
+            names = []
+        prescaled = [data / f"images_{factor}" / name for name in names]
     else:
         frames = _frames_or_empty(data / "transforms.json")  # the parser reads images_N/<file name> for each frame
         prescaled = [data / f"images_{factor}" / Path(frame.get("file_path", "")).name for frame in frames]

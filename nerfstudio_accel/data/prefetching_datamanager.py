@@ -13,11 +13,10 @@ A thread, not a process: the work is torch ops that release the GIL, the batches
 The batch size is read when a batch is prepared, so a dynamic ray batch takes effect up to ``K + 1``
 steps late.
 
-Batches are drawn from the pixel sampler's own generator (:mod:`.seeded_pixel_sampler`), so at a fixed
-batch size ``K = 2`` yields exactly the batches ``K = 0`` yields for the same seed, in the same order.
-(With the dynamic ray batch the sizes differ by the lag, and so do the draws that follow.)
-``--pipeline.datamanager.patch-size`` above 1 uses nerfstudio's patch sampler, which draws from
-torch's global generator: the same kind of batches, not the same ones.
+Batches are drawn from the pixel sampler's own generator (:mod:`.seeded_pixel_sampler`; patches for
+``--pipeline.datamanager.patch-size`` above 1 too), so at a fixed batch size ``K = 2`` yields exactly the
+batches ``K = 0`` yields for the same seed, in the same order. (With the dynamic ray batch the sizes
+differ by the lag, and so do the draws that follow.)
 """
 
 from __future__ import annotations
@@ -33,12 +32,13 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, Iterator, Optional, Tuple, Type
 
 import torch
+from nerfstudio.cameras.cameras import CameraType
 from nerfstudio.cameras.rays import RayBundle
-from nerfstudio.data.datamanagers.base_datamanager import VanillaDataManager, VanillaDataManagerConfig
-from nerfstudio.data.pixel_samplers import PatchPixelSamplerConfig, PixelSampler, PixelSamplerConfig
+from nerfstudio.data.datamanagers.base_datamanager import VanillaDataManager, VanillaDataManagerConfig, variable_res_collate
+from nerfstudio.data.datasets.base_dataset import InputDataset
 from torch import Tensor
 
-from nerfstudio_accel.data.seeded_pixel_sampler import SeededPixelSamplerConfig
+from nerfstudio_accel.data.seeded_pixel_sampler import SeededPatchPixelSamplerConfig, SeededPixelSampler, SeededPixelSamplerConfig
 
 Batch = Tuple[RayBundle, Dict[str, Any]]
 
@@ -145,7 +145,7 @@ class AccelDataManagerConfig(VanillaDataManagerConfig):
     prefetch_batches: int = 2
     """Training batches a producer thread prepares ahead while the step trains (0: prepare each batch on
     the training thread, between steps, as nerfstudio does)."""
-    pixel_sampler: PixelSamplerConfig = field(default_factory=SeededPixelSamplerConfig)
+    pixel_sampler: SeededPixelSamplerConfig = field(default_factory=SeededPixelSamplerConfig)
 
 
 class AccelDataManager(VanillaDataManager):
@@ -165,12 +165,33 @@ class AccelDataManager(VanillaDataManager):
         """Rays per rank in the step just trained, set by the trainer (the mean over ranks under
         torch.distributed); nerfstudio's Train Rays / Sec multiplies it by the number of ranks."""
 
-    def _get_pixel_sampler(self, dataset, num_rays_per_batch: int) -> PixelSampler:
-        """nerfstudio's choice (which takes patches only when its config is exactly its own pixel sampler's),
-        with patches for ``--pipeline.datamanager.patch-size`` above 1 here too."""
-        if self.config.patch_size > 1 and isinstance(self.config.pixel_sampler, SeededPixelSamplerConfig):
-            return PatchPixelSamplerConfig().setup(patch_size=self.config.patch_size, num_rays_per_batch=num_rays_per_batch)
-        return super()._get_pixel_sampler(dataset, num_rays_per_batch)
+    def _get_pixel_sampler(self, dataset: InputDataset, num_rays_per_batch: int) -> SeededPixelSampler:
+        """nerfstudio's choice of sampler for ``dataset``, seeded: patches for
+        ``--pipeline.datamanager.patch-size`` above 1 (nerfstudio takes them only when its config is exactly its
+        own pixel sampler's), else the configured sampler with the cameras' equirectangular or fisheye
+        sampling. Told how the images reach it: stacked, or as lists of different sizes (nerfstudio's
+        ``variable_res_collate``), and how many images each image batch holds."""
+        cached = self.config.train_num_images_to_sample_from if dataset is self.train_dataset else self.config.eval_num_images_to_sample_from
+        layout = {
+            "variable_resolution": self.config.collate_fn is variable_res_collate,
+            "images_per_batch": len(dataset) if cached == -1 or cached >= len(dataset) else cached,  # as CacheDataloader
+        }
+        if self.config.patch_size > 1:
+            return SeededPatchPixelSamplerConfig(patch_size=self.config.patch_size).setup(num_rays_per_batch=num_rays_per_batch, **layout)
+        cameras = dataset.cameras
+        return self.config.pixel_sampler.setup(
+            num_rays_per_batch=num_rays_per_batch,
+            is_equirectangular=bool((cameras.camera_type == CameraType.EQUIRECTANGULAR.value).all()),
+            fisheye_crop_radius=cameras.metadata.get("fisheye_crop_radius") if cameras.metadata is not None else None,
+            **layout,
+        )
+
+    def valid_num_rays_per_batch(self, wanted: int) -> int:
+        """The largest training batch size up to ``wanted`` that the training pixel sampler draws exactly (the
+        smallest one if none is): any, whole patches, even for photos of different sizes (see
+        :meth:`SeededPixelSampler.valid_num_rays_per_batch`)."""
+        assert isinstance(self.train_pixel_sampler, SeededPixelSampler)
+        return self.train_pixel_sampler.valid_num_rays_per_batch(wanted)
 
     def _prepare_train_batch(self) -> Batch:
         """One training batch: pixels drawn, ground truth gathered (pinned and copied without blocking on

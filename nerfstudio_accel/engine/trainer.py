@@ -13,9 +13,10 @@ checkpoints and resume that stops at ``--max-num-iterations``.
   parameters and optimizer state are untouched. Skips are counted and logged; after
   ``--max-consecutive-skips`` in a row training stops with one line naming the step and the last
   good checkpoint.
-- Checkpoints are written to a temporary file in the checkpoint folder, flushed, renamed into place
-  and the folder synced before older checkpoints are deleted, so neither a crash nor a power loss
-  during a save leaves no checkpoint.
+- Checkpoints are written to a temporary file beside the checkpoint folder (nerfstudio's tools parse
+  every name inside it), flushed, renamed into place and the folder synced before older checkpoints
+  are deleted, so neither a crash nor a power loss during a save leaves no checkpoint or a folder
+  that ``ns-eval``, ``ns-viewer`` and ``ns-render`` cannot open.
 - A resumed run (``--load-dir`` / ``--load-checkpoint``) continues at the saved step and ends at
   ``--max-num-iterations`` in total (nerfstudio 1.1.5 would train that many more). It may change
   ``--precision``: a checkpoint without loss-scaler state starts a fresh scaler.
@@ -34,12 +35,15 @@ from typing import Any, Dict, List, Literal, Optional, Type
 import torch
 import tyro
 import viser
+import yaml
 from nerfstudio.engine.callbacks import TrainingCallbackLocation
 from nerfstudio.engine.trainer import Trainer, TrainerConfig
 from nerfstudio.utils.decorators import check_main_thread, check_viewer_enabled
 from nerfstudio.utils.rich_utils import CONSOLE
 
 from nerfstudio_accel import distributed
+from nerfstudio_accel.data.validation import SceneDataError
+from nerfstudio_accel.pipelines.accel_pipeline import check_scene
 from nerfstudio_accel.viewer import page_camera
 from nerfstudio_accel.viewer.accel_panel import AccelPanel
 from nerfstudio_accel.viewer.training_stats import TrainingStats
@@ -150,6 +154,12 @@ def sync_directory(directory: Path) -> None:
         os.close(handle)
 
 
+def partial_checkpoint_dir(checkpoint_dir: Path) -> Path:
+    """Where checkpoints are written before their rename into ``checkpoint_dir``: a hidden folder beside it
+    (same filesystem, so the rename is atomic), outside the folder nerfstudio's tools list and parse."""
+    return checkpoint_dir.parent / f".{checkpoint_dir.name}-partial"
+
+
 class AccelTrainer(Trainer):
     """See the module docstring."""
 
@@ -186,12 +196,32 @@ class AccelTrainer(Trainer):
         """Compute time of this run's training steps so far (kept only while the Accel panel exists)."""
         scaling = " with loss scaling" if self.use_grad_scaler else ""
         why = " (tiny-cuda-nn runs in fp16)" if self.use_grad_scaler and self.precision != "fp16" else ""
-        CONSOLE.print(f"Training precision: {self.precision}{scaling} on {device_type}{why}")
+        if distributed.rank() == 0:
+            CONSOLE.print(f"Training precision: {self.precision}{scaling} on {device_type}{why}")
 
     def autocast(self) -> contextlib.AbstractContextManager:
         """The autocast region of a training forward in this run's precision (a no-op for fp32)."""
         dtype = torch.bfloat16 if self.precision == "bf16" else torch.float16
         return torch.autocast(device_type=self.autocast_device, dtype=dtype, enabled=self.mixed_precision)
+
+    # --- set-up ---------------------------------------------------------------------------------------
+
+    def setup(self, test_mode: Literal["test", "val", "inference"] = "val") -> None:
+        """nerfstudio's set-up, with what training needs of the data around it: the scene folder is checked
+        first, on rank 0 while the others wait (one line naming the problem instead of a parser's stack
+        trace; nerfstudio's tools that only render never pay for it), and afterwards the choices the data
+        decides (the background) are resolved and written into the run's config.yml."""
+        if distributed.rank() == 0:
+            try:
+                check_scene(self.config.pipeline, test_mode)
+            except SceneDataError as error:
+                raise SystemExit(f"error: {error}") from None
+        distributed.barrier()
+        super().setup(test_mode)
+        self.pipeline.resolve_training_data_defaults()
+        config_yml = self.base_dir / "config.yml"
+        if distributed.rank() == 0 and config_yml.is_file():  # ns-train saved it before the data was read
+            config_yml.write_text(yaml.dump(self.config), "utf8")
 
     # --- the viewer's Accel panel ------------------------------------------------------------------
 
@@ -266,8 +296,9 @@ class AccelTrainer(Trainer):
         with self.autocast():
             _, loss_dict, metrics_dict = self.pipeline.get_train_loss_dict(step=step)
         loss = functools.reduce(torch.add, [value.float() for value in loss_dict.values()])
+        scaled = self.grad_scaler.scale(loss)  # on every rank, graph or not: the scaler's state starts at the first call
         if loss.requires_grad:  # a step with no sample to learn from (e.g. every ray misses) has no graph
-            self.grad_scaler.scale(loss).backward()
+            scaled.backward()
         losses_finite = self._share_gradients(loss, groups)
 
         stepping = [
@@ -333,7 +364,8 @@ class AccelTrainer(Trainer):
 
     def _on_skipped_step(self, step: int) -> None:
         last = str(self.last_checkpoint) if self.last_checkpoint is not None else "none saved yet"
-        CONSOLE.print(f"[yellow]step {step}: non-finite loss or gradients, step skipped ({self.consecutive_skips} in a row)")
+        if distributed.rank() == 0:  # every rank skips the same steps (they agree in the gradient all-reduce)
+            CONSOLE.print(f"[yellow]step {step}: non-finite loss or gradients, step skipped ({self.consecutive_skips} in a row)")
         if self.consecutive_skips >= self.config.max_consecutive_skips:
             raise TrainingStopped(
                 f"error: training stopped at step {step} after {self.consecutive_skips} consecutive steps with "
@@ -355,7 +387,9 @@ class AccelTrainer(Trainer):
         nerfstudio (other ranks would write and delete the same files)."""
         self.checkpoint_dir.mkdir(parents=True, exist_ok=True)
         final = self.checkpoint_dir / f"step-{step:09d}.ckpt"
-        partial = self.checkpoint_dir / f".partial-{os.getpid()}-{final.name}"
+        partial_dir = partial_checkpoint_dir(self.checkpoint_dir)
+        partial_dir.mkdir(exist_ok=True)
+        partial = partial_dir / f"{final.name}.{os.getpid()}"
         state = {
             "step": step,
             "pipeline": self.pipeline.module.state_dict() if hasattr(self.pipeline, "module") else self.pipeline.state_dict(),
@@ -377,18 +411,19 @@ class AccelTrainer(Trainer):
 
     def _load_checkpoint(self) -> None:
         """Resume from the newest complete checkpoint of ``--load-dir`` (or ``--load-checkpoint``)."""
-        if self.config.load_dir is not None and self.config.load_checkpoint is None:
+        path = self.config.load_checkpoint
+        if self.config.load_dir is not None and path is None:
             load_dir = Path(self.config.load_dir)
-            for stale in load_dir.glob(".partial-*"):
-                stale.unlink(missing_ok=True)  # a save interrupted by a crash (every rank clears it: the first wins)
-            steps = sorted(int(path.stem.split("-")[1]) for path in load_dir.glob(CHECKPOINT_GLOB))
+            # saves interrupted by a crash (every rank clears them: the first wins); ".partial-*" inside the
+            # folder is where earlier versions wrote them
+            for stale in [*partial_checkpoint_dir(load_dir).glob("*.ckpt.*"), *load_dir.glob(".partial-*")]:
+                stale.unlink(missing_ok=True)
+            steps = sorted(int(checkpoint.stem.split("-")[1]) for checkpoint in load_dir.glob(CHECKPOINT_GLOB))
             if self.config.load_step is not None:
                 steps = [s for s in steps if s == self.config.load_step]
             if not steps:
                 raise SystemExit(f"error: no checkpoint to resume from in {load_dir}; train without --load-dir")
-            self.config.load_checkpoint = load_dir / f"step-{steps[-1]:09d}.ckpt"
-            self.config.load_dir = None
-        path = self.config.load_checkpoint
+            path = load_dir / f"step-{steps[-1]:09d}.ckpt"
         if path is None:
             CONSOLE.print("No checkpoint to load: training from scratch.")
             return

@@ -32,6 +32,7 @@ from nerfstudio.models.nerfacto import NerfactoModel, NerfactoModelConfig
 from torch import Tensor, nn
 
 from nerfstudio_accel.fields.hash_grid_field import FieldImplementation, check_implementation, resolve_implementation
+from nerfstudio_accel.geometry import pose_corrected_rays
 from nerfstudio_accel.metrics import load_lpips
 
 
@@ -162,8 +163,10 @@ class AccelNerfactoModel(NerfactoModel):
         networks' graph). Applying the collider again when ``forward`` already did is harmless."""
         if self.collider is not None:
             ray_bundle = self.collider(ray_bundle)
-        if self.training:
-            self.camera_optimizer.apply_to_raybundle(ray_bundle)
+        if self.training and self.config.camera_optimizer.mode != "off":  # nerfstudio's apply_to_raybundle, in fp32
+            ray_bundle.origins, ray_bundle.directions = pose_corrected_rays(
+                self.camera_optimizer, ray_bundle.origins, ray_bundle.directions, ray_bundle.camera_indices.reshape(-1)
+            )
         ray_samples, weights_list, ray_samples_list = self.proposal_sampler(ray_bundle, density_fns=self.density_fns)
         return ProposalSamples(ray_samples, weights_list, ray_samples_list)
 
@@ -186,7 +189,7 @@ class AccelNerfactoModel(NerfactoModel):
             "accumulation": self.renderer_accumulation(weights=weights),
             "depth": depth,
             "expected_depth": self.renderer_expected_depth(weights=weights, ray_samples=ray_samples),
-            "num_samples_per_ray": torch.full((ray_samples.shape[0],), ray_samples.shape[-1], device=rgb.device),
+            "num_samples_per_ray": torch.full((ray_samples.shape[0], 1), float(ray_samples.shape[-1]), device=rgb.device),
         }
         if self.training:
             outputs["weights_list"] = samples.weights_list + [weights]

@@ -35,11 +35,12 @@ from nerfstudio_accel.fields.hash_grid_field import (
     resolve_implementation,
 )
 from nerfstudio_accel.fields.proposal_field import ProposalDensityField
+from nerfstudio_accel.geometry import pose_corrected_rays
 from nerfstudio_accel.metrics import ImageMetrics
 from nerfstudio_accel.rendering import (
     BackgroundMode, background_colors, composite_ground_truth, depth_over_background, render_packed,
 )
-from nerfstudio_accel.sampling.occupancy import MarchingOptions, OccupancySampler, SamplerBackend, evaluate_in_chunks
+from nerfstudio_accel.sampling.occupancy import MarchingOptions, OccupancySampler, SamplerBackend, check_sampler_backend, evaluate_in_chunks
 from nerfstudio_accel.sampling import torch_ops
 from nerfstudio_accel.sampling.packed import PackedSamples
 from nerfstudio_accel.sampling import proposal_ops
@@ -125,9 +126,10 @@ class AccelNGPModelConfig(ModelConfig):
     grid_ema_decay: float = 0.95
     occupancy_threshold: float = 1e-2
     """A cell is occupied when density * step exceeds min(this, mean occupancy)."""
-    background: BackgroundMode = "random"
+    background: Literal["auto", "random", "white", "black"] = "auto"
     """Background behind the object: random colour per ray in training (needs alpha), white or black.
-    Evaluation with random uses white."""
+    Evaluation with random uses white. auto: random when the training images have alpha, white otherwise
+    (resolved from the data before training and written into config.yml)."""
     num_levels: int = 16
     """Hash-grid levels."""
     max_res: int = 2048
@@ -194,10 +196,22 @@ class AccelNGPModelConfig(ModelConfig):
                 f"--pipeline.model.proposal-max-res {len(self.proposal_max_res)}; give one resolution per round"
             )
 
+    def resolve_background(self, images_have_alpha: bool) -> Optional[str]:
+        """Resolve ``background`` for training images with or without alpha, in place; returns a warning
+        when an explicit ``random`` cannot apply (no alpha: white instead), else None."""
+        if self.background == "auto":
+            self.background = "random" if images_have_alpha else "white"
+        elif self.background == "random" and not images_have_alpha:
+            self.background = "white"
+            return "--pipeline.model.background random needs images with alpha; these have none: using white"
+        return None
+
     def check_device(self, device_type: str) -> None:
         """Raise ``ValueError`` (one line) for an explicit choice that cannot run on ``device_type``
         (AccelTrainer calls this before training; a saved model opens anywhere, see ``populate_modules``)."""
         check_hash_backend(self.hash_backend, device_type)
+        if self.sampler == "occupancy":
+            check_sampler_backend(self.sampler_backend, device_type)
 
 
 class AccelNGPModel(Model):
@@ -247,10 +261,7 @@ class AccelNGPModel(Model):
         else:
             levels = cfg.grid_levels if cfg.grid_levels is not None else (4 if contract else 1)
             self.sampler = OccupancySampler(aabb.flatten(), resolution=cfg.grid_resolution, levels=levels, backend=cfg.sampler_backend)
-            try:
-                self.sampler.backend_for(device)
-            except ValueError as error:
-                raise SystemExit(f"error: {error}") from None
+            self.sampler.backend_for(device)  # resolved (and a fallback warned about) as the model opens
         diagonal = float(torch.linalg.norm(aabb[1] - aabb[0]))
         self.marching = MarchingOptions(
             render_step_size=cfg.render_step_size if cfg.render_step_size is not None else diagonal / 1000,
@@ -261,7 +272,6 @@ class AccelNGPModel(Model):
             early_stop_eps=cfg.early_stop_eps,
             max_samples_per_ray=cfg.max_samples_per_ray or None,
         )
-        self.background_mode: BackgroundMode = cfg.background
         self.record_sampling = False
         """Count this training step's culled samples into :attr:`last_sampling` (the viewer's Accel panel
         turns this on for the steps it reads; off, a step pays nothing for it)."""
@@ -277,6 +287,12 @@ class AccelNGPModel(Model):
         if isinstance(self.sampler, OccupancySampler):
             figures["occupied_fraction"] = self.sampler.occupied_fraction()
         return figures
+
+    @property
+    def background_mode(self) -> BackgroundMode:
+        """The configured background; ``auto`` not yet resolved from the data (a model built outside
+        training) renders white, as ``random`` does outside training."""
+        return "white" if self.config.background == "auto" else self.config.background
 
     @property
     def uses_proposal(self) -> bool:
@@ -393,11 +409,10 @@ class AccelNGPModel(Model):
     def _pose_corrected(
         self, origins: Float[Tensor, "n_rays 3"], directions: Float[Tensor, "n_rays 3"], cameras: Optional[Int[Tensor, "n_rays"]]
     ) -> Tuple[Float[Tensor, "n_rays 3"], Float[Tensor, "n_rays 3"]]:
-        """Rays moved by the camera optimizer's current pose corrections (training with it on), else unchanged."""
+        """Rays moved by the camera optimizer's current pose corrections, in fp32 (training with it on), else unchanged."""
         if not self.training or cameras is None or self.config.camera_optimizer.mode == "off" or origins.shape[0] == 0:
             return origins, directions
-        correction = self.camera_optimizer(cameras)  # (n_rays, 3, 4)
-        return origins + correction[:, :3, 3], torch.bmm(correction[:, :3, :3], directions[..., None])[..., 0]
+        return pose_corrected_rays(self.camera_optimizer, origins, directions, cameras)
 
     def field_raw(self, samples: PackedSamples) -> Tuple[Float[Tensor, "n 1"], Float[Tensor, "n 3"]]:
         """Pre-activation density and colour of each sample (through the pose corrections' graph when the
@@ -417,7 +432,7 @@ class AccelNGPModel(Model):
         use_nerfacc = isinstance(self.sampler, OccupancySampler) and self.sampler.backend_for(density.device) == "nerfacc"
         outputs = render_packed(samples, density, color, background, use_nerfacc=use_nerfacc)
         outputs["background"] = background
-        outputs["num_samples_per_ray"] = samples.samples_per_ray()
+        outputs["num_samples_per_ray"] = samples.samples_per_ray().float()[:, None]  # an image like the others: float, (n_rays, 1)
         if not self.training:
             outputs["depth"] = depth_over_background(outputs["depth"], outputs["accumulation"], samples.origins, self.scene_box.aabb)
         if self.training and samples.proposal is not None and samples.n_rays > 0:
@@ -449,7 +464,7 @@ class AccelNGPModel(Model):
         metrics = {
             "psnr": -10.0 * torch.log10(torch.mean((outputs["rgb"].detach() - target) ** 2).clamp(min=1e-10)),
             "num_samples_per_batch": outputs["num_samples_per_ray"].sum(),
-            "num_samples_per_ray": outputs["num_samples_per_ray"].float().mean(),
+            "num_samples_per_ray": outputs["num_samples_per_ray"].mean(),
         }
         self.camera_optimizer.get_metrics_dict(metrics)
         return metrics
@@ -475,7 +490,7 @@ class AccelNGPModel(Model):
         target = composite_ground_truth(image, background.reshape(height, width, 3))
         rgb = outputs["rgb"]
         metrics = self.image_metrics(rgb, target)
-        metrics["num_samples_per_ray"] = float(outputs["num_samples_per_ray"].float().mean())
+        metrics["num_samples_per_ray"] = float(outputs["num_samples_per_ray"].mean())
         images = {
             "img": torch.cat([target, rgb], dim=1),
             "accumulation": colormaps.apply_colormap(outputs["accumulation"]),

@@ -1,10 +1,14 @@
 """AccelPipeline: nerfstudio's dynamic-batch pipeline plus the set-up accel methods need.
 
 Before nerfstudio loads any data it
-- checks the scene folder and exits with one line naming the problem (no stack trace);
 - resolves ``scene_contraction=auto`` from the data parser (off for blender-data, on otherwise);
 - keeps the alpha channel of RGBA images (nerfstudio's blender parser bakes white into it by
   default) so the model can blend one background colour into both prediction and target.
+
+Nothing here reads an image while the pipeline is built, so nerfstudio's tools (``ns-render``'s inference
+mode) work from config.yml and a checkpoint alone. What training needs of the data is the trainer's to
+ask for: :func:`check_scene` (the scene folder, one line naming the problem instead of a stack trace) and
+:meth:`AccelPipeline.resolve_training_data_defaults` (choices that follow from the images).
 
 During training it sizes the ray batch so each step marches about ``target_num_samples`` samples.
 
@@ -26,8 +30,8 @@ from nerfstudio.data.dataparsers.colmap_dataparser import ColmapDataParserConfig
 from nerfstudio.data.dataparsers.nerfstudio_dataparser import NerfstudioDataParserConfig
 from nerfstudio.pipelines.dynamic_batch import DynamicBatchPipeline, DynamicBatchPipelineConfig
 
-from nerfstudio_accel.distributed import broadcast_state
-from nerfstudio_accel.data.validation import SceneDataError, check_blender_scene, check_colmap_scene, check_nerfstudio_scene
+from nerfstudio_accel import distributed
+from nerfstudio_accel.data.validation import check_blender_scene, check_colmap_scene, check_nerfstudio_scene
 
 logger = logging.getLogger(__name__)
 
@@ -106,28 +110,24 @@ class AccelPipeline(DynamicBatchPipeline):
         local_rank: int = 0,
         grad_scaler: Optional[torch.cuda.amp.GradScaler] = None,
     ):
-        try:
-            check_scene(config, test_mode)
-        except SceneDataError as error:
-            raise SystemExit(f"error: {error}") from None
         prepare_model_config(config)
         config.resolve_device_defaults(torch.device(device).type)  # a no-op for configs that ns-train saved
         # world_size 1: no DDP wrapper (nerfstudio's is CUDA-only and bypassed by hard mining); see the module docstring
         super().__init__(config, device, test_mode, 1, local_rank, grad_scaler)
         self.world_size, self.local_rank = world_size, local_rank
-        broadcast_state(self.model)
+        distributed.broadcast_state(self.model)
         self.rays_in_last_batch = 0
         """Rays of the batch the last training step trained on (the trainer weights this rank's gradient by it)."""
-        self._fall_back_to_white_without_alpha()
 
-    def _fall_back_to_white_without_alpha(self) -> None:
-        """Random backgrounds need an alpha channel: without one, say so once and use white."""
-        model = self.model
-        if getattr(model, "background_mode", None) != "random" or self.datamanager.train_dataset is None:
+    def resolve_training_data_defaults(self) -> None:
+        """The model's choices that follow from the training images (their alpha channel), resolved into its
+        config before training; reads one image. Rank 0 prints what a user should know."""
+        resolve_background = getattr(self.config.model, "resolve_background", None)
+        if resolve_background is None or self.datamanager.train_dataset is None:
             return
-        if self.datamanager.train_dataset.get_image_float32(0).shape[-1] != 4:
-            logger.warning("--pipeline.model.background random needs images with alpha; these have none: using white")
-            model.background_mode = "white"
+        warning = resolve_background(self.datamanager.train_dataset.get_image_float32(0).shape[-1] == 4)
+        if warning is not None and distributed.rank() == 0:
+            logger.warning(warning)
 
     def get_train_loss_dict(self, step: int):
         """One training batch through the model: ``(outputs, loss_dict, metrics)``; the ray batch then scales
@@ -148,8 +148,10 @@ class AccelPipeline(DynamicBatchPipeline):
 
     def _update_dynamic_num_rays_per_batch(self, rays: int, num_samples: int) -> None:  # type: ignore[override]
         """Size the ray batch so ``rays`` rays that marched ``num_samples`` samples would march
-        ``target_num_samples`` (kept within ``[64, max_num_rays_per_batch]``). From the batch's own ray
-        count, not the size last asked for: with prefetched batches the two differ."""
+        ``target_num_samples`` (kept within ``[64, max_num_rays_per_batch]``), then to a size the
+        datamanager's pixel sampler draws exactly (even for photos of different sizes, whole patches). From
+        the batch's own ray count, not the size last asked for: with prefetched batches the two differ."""
         assert self.config.target_num_samples is not None and self.config.max_num_rays_per_batch is not None
         wanted = rays * self.config.target_num_samples / max(num_samples, 1)
-        self.dynamic_num_rays_per_batch = int(min(max(wanted, 64), self.config.max_num_rays_per_batch))
+        wanted = int(min(max(wanted, 64), self.config.max_num_rays_per_batch))
+        self.dynamic_num_rays_per_batch = self.datamanager.valid_num_rays_per_batch(wanted)

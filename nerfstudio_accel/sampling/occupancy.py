@@ -10,6 +10,10 @@ marched through it and how the packed visibility scan runs:
 - ``torch``: :mod:`nerfstudio_accel.sampling.torch_ops`, the reference (CPU, MPS, CUDA without a compiler);
 - ``auto``: ``nerfacc`` on CUDA when its ops load (else ``torch`` with one warning), ``kernel`` on CPU
   where numba imports, ``torch`` elsewhere.
+
+A backend chosen explicitly that cannot run on a device is refused before training
+(:func:`resolve_backend`) but falls back to ``auto``'s pick, with one warning, when a trained model
+opens there (:meth:`OccupancySampler.backend_for`).
 """
 
 from __future__ import annotations
@@ -74,27 +78,50 @@ def check_backend_name(name: str) -> None:
         raise ValueError(f"unknown sampler backend {name!r}; choose one of auto, nerfacc, kernel, torch")
 
 
+def sampler_backend_unavailable_reason(backend: SamplerBackend, device_type: str) -> str:
+    """Why ``backend`` cannot march rays on ``device_type`` here; empty when it can (``auto`` always can)."""
+    check_backend_name(backend)
+    if backend == "kernel":
+        if device_type != "cpu":
+            return f"it marches CPU tensors only (these are on {device_type})"
+        return "" if importlib.util.find_spec("numba") is not None else "numba is not installed (pip install numba)"
+    if backend == "nerfacc":
+        return nerfacc_ops_unavailable_reason() if device_type == "cuda" else f"tensors are on {device_type}"
+    return ""
+
+
+def check_sampler_backend(backend: SamplerBackend, device_type: str) -> None:
+    """Raise ``ValueError`` (one line with the fix) when ``backend`` cannot run on ``device_type`` here:
+    training refuses to start rather than save a config that names one backend and train with another."""
+    reason = sampler_backend_unavailable_reason(backend, device_type)
+    if reason:
+        raise ValueError(f"sampler backend '{backend}' cannot run here ({reason}); use --pipeline.model.sampler-backend torch")
+
+
 def resolve_backend(requested: SamplerBackend, device: torch.device) -> ResolvedSamplerBackend:
-    """Pick the marching backend for ``device``; raises ``ValueError`` when it cannot run there."""
-    check_backend_name(requested)
-    if requested == "torch":
-        return "torch"
-    if requested == "kernel" or (requested == "auto" and device.type != "cuda"):
-        reason = "" if device.type == "cpu" else f"it marches CPU tensors only (these are on {device.type})"
-        if not reason and importlib.util.find_spec("numba") is None:
-            reason = "numba is not installed (pip install numba)"
-        if not reason:
-            return "kernel"
-        if requested == "kernel":
-            raise ValueError(f"sampler backend 'kernel' cannot run here ({reason}); use --pipeline.model.sampler-backend torch")
-        return "torch"
-    reason = "tensors are on " + device.type if device.type != "cuda" else nerfacc_ops_unavailable_reason()
+    """The marching backend for ``device``; ``auto``: nerfacc on CUDA when its ops load, kernel on CPU when
+    numba imports, torch otherwise. Raises like :func:`check_sampler_backend`."""
+    check_sampler_backend(requested, device.type)
+    if requested != "auto":
+        return requested  # type: ignore[return-value]
+    preferred: ResolvedSamplerBackend = "nerfacc" if device.type == "cuda" else "kernel"
+    reason = sampler_backend_unavailable_reason(preferred, device.type)
     if not reason:
-        return "nerfacc"
-    if requested == "nerfacc":
-        raise ValueError(f"sampler backend 'nerfacc' cannot run here ({reason}); use --pipeline.model.sampler-backend torch")
-    logger.warning("nerfacc CUDA ops unavailable (%s); using the pure-PyTorch sampler", reason)
+        return preferred
+    if device.type == "cuda":
+        logger.warning("nerfacc CUDA ops unavailable (%s); using the pure-PyTorch sampler", reason)
     return "torch"
+
+
+def runnable_backend(requested: SamplerBackend, device: torch.device) -> ResolvedSamplerBackend:
+    """``requested`` when it runs on ``device``, else what ``auto`` picks there, with a warning: every backend
+    marches the same grid, so a model trained with one opens with another (ns-eval, ns-viewer elsewhere)."""
+    reason = sampler_backend_unavailable_reason(requested, device.type)
+    if not reason:
+        return resolve_backend(requested, device)
+    fallback = resolve_backend("auto", device)
+    logger.warning("sampler backend %s cannot run on %s here (%s); marching with %s instead", requested, device.type, reason, fallback)
+    return fallback
 
 
 @dataclass
@@ -143,9 +170,9 @@ class OccupancySampler(nn.Module):
         """Grid updates made so far in this process (the viewer redraws the grid only when it changes)."""
 
     def backend_for(self, device: torch.device) -> ResolvedSamplerBackend:
-        """The marching backend used for rays on ``device``."""
+        """The marching backend used for rays on ``device`` (:func:`runnable_backend`)."""
         if device.type not in self._resolved:
-            self._resolved[device.type] = resolve_backend(self.requested_backend, device)
+            self._resolved[device.type] = runnable_backend(self.requested_backend, device)
             logger.info("occupancy sampler backend on %s: %s", device.type, self._resolved[device.type])
         return self._resolved[device.type]
 

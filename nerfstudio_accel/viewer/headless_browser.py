@@ -26,13 +26,32 @@ import numpy as np
 
 PANEL_STEP = re.compile(r"training step\s+([\d,]+)")
 PANEL_RAYS = re.compile(r"training rays/s\s+([\d,]+)")
+VISER_HTTP = re.compile(r"\bHTTP\W+http://[^\s:/]+:(\d+)")
+"""The address in the banner viser prints once its server listens (``│ HTTP │ http://127.0.0.1:7007 │``)."""
 
 
 def free_port() -> int:
-    """A TCP port on 127.0.0.1 that nothing listens on right now."""
+    """A TCP port on 127.0.0.1 that nothing listens on right now: the port to ask a viser server for.
+    Anything may take it before the server binds it; viser then moves on to the next free port, so read
+    back the port it listens on (:func:`viewer_port`, ``ViserServer.get_port()``) rather than this one."""
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return probe.getsockname()[1]
+
+
+def viewer_port(log: Path, process: subprocess.Popen, timeout: float) -> int:
+    """The port the viser server of ``process`` (``ns-train --vis viewer`` writing to ``log``) listens on, from
+    the banner viser prints once it does (nerfstudio's own line names the port asked for); raises
+    ``RuntimeError`` (one line) if ``process`` exits or ``timeout`` seconds pass first."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = VISER_HTTP.search(log.read_text(errors="replace")) if log.is_file() else None
+        if found:
+            return int(found.group(1))
+        if process.poll() is not None:
+            raise RuntimeError(f"ns-train exited with {process.returncode} before the viewer came up")
+        time.sleep(0.5)
+    raise RuntimeError(f"no viser server in {log} within {timeout} s")
 
 
 def chromium_missing_reason() -> str:

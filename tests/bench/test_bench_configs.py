@@ -61,14 +61,19 @@ def test_dataparser_follows_the_scene_files(tiny_scene: Path, tmp_path: Path):
         resolve_dataparser(captured, "colmap")
 
 
-def colmap_folder(root: Path, model: str = "sparse/0", prescaled: tuple = ()) -> Path:
-    """A COLMAP-layout folder as far as the bench looks before training: a model's cameras file and photos in
-    images/ (and images_N/ for each N in ``prescaled``)."""
+def colmap_folder(root: Path, model: str = "sparse/0", prescaled: tuple = (), photos: tuple = ("a.jpg", "b.jpg"), registered: bool = True) -> Path:
+    """A COLMAP-layout folder as far as the bench looks before training: a text model registering ``photos``
+    (without ``registered``, a bare cameras.bin) and the photos in images/ (and images_N/ for each N in
+    ``prescaled``)."""
     (root / model).mkdir(parents=True)
-    (root / model / "cameras.bin").write_bytes(b"")
+    if registered:
+        (root / model / "cameras.txt").write_text("1 PINHOLE 4 4 2 2 2 2\n")
+        (root / model / "images.txt").write_text("".join(f"{index + 1} 1 0 0 0 0 0 0 1 {name}\n\n" for index, name in enumerate(photos)))
+    else:
+        (root / model / "cameras.bin").write_bytes(b"")
     for folder in ("images", *(f"images_{factor}" for factor in prescaled)):
-        (root / folder).mkdir()
-        for name in ("a.jpg", "b.jpg"):
+        for name in photos:
+            (root / folder / name).parent.mkdir(parents=True, exist_ok=True)
             (root / folder / name).write_bytes(b"")
     return root
 
@@ -105,8 +110,24 @@ def test_downscale_maps_to_the_parsers_own_factor_only_where_its_images_exist(ti
     assert config.pipeline.datamanager.dataparser.downscale_factor == 2 and config.pipeline.datamanager.camera_res_scale_factor == 1.0
 
 
+def test_colmap_prescaled_factor_looks_only_at_the_photos_the_model_registers(tmp_path: Path):
+    """The colmap parser reads images_N/<name> for each photo the model registers (names may hold folders):
+    photos it did not register, anywhere under images/, neither count nor are listed."""
+    capture = colmap_folder(tmp_path / "capture", prescaled=(2,), photos=("a.jpg", "day/b.jpg"))
+    (capture / "images" / "rejected" / "blurry").mkdir(parents=True)
+    (capture / "images" / "rejected" / "blurry" / "c.jpg").write_bytes(b"")
+    assert prescaled_factor(capture, "colmap", 2.0) == 2
+    assert prescaled_factor(capture, "colmap", 4.0) == 1  # no images_4/
+    (capture / "images_2" / "day" / "b.jpg").unlink()
+    assert prescaled_factor(capture, "colmap", 2.0) == 1
+    (capture / "images_2" / "day" / "b.jpg").write_bytes(b"")
+    (capture / "sparse" / "0" / "images.txt").write_text("not a model\n")
+    assert prescaled_factor(capture, "colmap", 2.0) == 1  # unreadable: the originals, resized on load
+    assert prescaled_factor(colmap_folder(tmp_path / "bare", prescaled=(2,), registered=False), "colmap", 2.0) == 1
+
+
 def test_scene_checks_become_one_line_bench_errors(tmp_path: Path):
-    folder = colmap_folder(tmp_path / "garden")  # a cameras.bin but no images.bin
+    folder = colmap_folder(tmp_path / "garden", registered=False)  # a cameras.bin but no images.bin
     with pytest.raises(BenchError, match=r"sparse/0 has cameras.bin but no images.bin"):
         check_data(folder, "colmap")
     capture = tmp_path / "capture"

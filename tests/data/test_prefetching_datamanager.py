@@ -13,21 +13,24 @@ from accel_test_helpers import make_trainer, run_steps
 from nerfstudio_accel.data.prefetching_datamanager import BatchPrefetcher, tensors_in
 
 
-def trainer_with_prefetch(scene, output_dir, prefetch_batches: int, seed: int = 5, **trainer_overrides):
+def trainer_with_prefetch(scene, output_dir, prefetch_batches: int, seed: int = 5, patch_size: int = 1, **trainer_overrides):
     random.seed(seed)  # as nerfstudio's train_loop seeds each rank before building the trainer (python's
     torch.manual_seed(seed)  # generator orders the cached images, torch's seeds the pixel sampler)
     trainer = make_trainer(scene, output_dir, setup=False, **trainer_overrides)
     trainer.config.pipeline.datamanager.prefetch_batches = prefetch_batches
+    trainer.config.pipeline.datamanager.patch_size = patch_size
     trainer.setup()
     return trainer
 
 
-def test_prefetched_batches_are_the_plain_batches_in_order(tiny_scene, tmp_path):
+@pytest.mark.parametrize("patch_size", [1, 2])
+def test_prefetched_batches_are_the_plain_batches_in_order(tiny_scene, tmp_path, patch_size):
     """With the same seed, prefetching 2 batches ahead yields exactly the batches (pixels, ground truth,
     rays) that preparing each on the training thread yields, in the same order, even while the training
-    thread draws from torch's global generator in between."""
-    plain = trainer_with_prefetch(tiny_scene, tmp_path / "plain", 0).pipeline.datamanager
-    ahead = trainer_with_prefetch(tiny_scene, tmp_path / "ahead", 2).pipeline.datamanager
+    thread draws from torch's global generator in between; pixels or ``--pipeline.datamanager.patch-size``
+    2 patches."""
+    plain = trainer_with_prefetch(tiny_scene, tmp_path / "plain", 0, patch_size=patch_size).pipeline.datamanager
+    ahead = trainer_with_prefetch(tiny_scene, tmp_path / "ahead", 2, patch_size=patch_size).pipeline.datamanager
     for datamanager in (plain, ahead):
         datamanager.train_pixel_sampler.set_num_rays_per_batch(96)
     try:

@@ -26,6 +26,10 @@ from nerfstudio_accel.methods import accel_nerfacto, accel_ngp
 class RecordingTrainerConfig(AccelTrainerConfig):
     _target: Type = field(default_factory=lambda: RecordingTrainer)
     record_dir: Path = Path(".")
+    simulated_fp16_scaler: bool = False
+    """Train with fp16's loss scaling, simulated by an enabled CPU GradScaler."""
+    rank_whose_first_step_misses: int = -1
+    """On this rank the first step's rays all miss the grid: no hard sample, a loss without a graph."""
 
 
 class RecordingTrainer(AccelTrainer):
@@ -36,7 +40,10 @@ class RecordingTrainer(AccelTrainer):
 
     def setup(self, test_mode="val") -> None:
         super().setup(test_mode)
-        self.record = {"batches": [], "start_states": []}
+        if self.config.simulated_fp16_scaler:
+            self.use_grad_scaler = True
+            self.grad_scaler = torch.amp.GradScaler("cpu", init_scale=1024.0, growth_interval=1)
+        self.record = {"batches": [], "start_states": [], "scales": [], "hard_samples": []}
         next_train = self.pipeline.datamanager.next_train
 
         def recording_next_train(step):
@@ -48,7 +55,14 @@ class RecordingTrainer(AccelTrainer):
 
     def train_iteration(self, step):
         self.record["start_states"].append(copy.deepcopy(self.pipeline.state_dict()))
+        grid = self.pipeline.model.sampler.grid
+        occupied = grid.binaries.clone()
+        if step == 0 and dist.get_rank() == self.config.rank_whose_first_step_misses:
+            grid.binaries.zero_()
         result = super().train_iteration(step)
+        grid.binaries.copy_(occupied)
+        self.record["scales"].append(self.grad_scaler.get_scale() if self.use_grad_scaler else None)
+        self.record["hard_samples"].append(float(result[2]["hard_mining_b"]))
         if step == 0:
             self.record["first_grads"] = {name: p.grad.clone() for name, p in self.pipeline.model.named_parameters() if p.grad is not None}
         return result
@@ -170,3 +184,17 @@ def test_accel_nerfacto_ranks_stay_bit_identical(tiny_scene, tmp_path):
     start = rank0["start_states"][0]
     assert any(not torch.equal(start[name], value) for name, value in rank0["final_state"].items() if name in start), "nothing trained"
     assert rank0["tau_hat"] == rank1["tau_hat"] != 1.0
+
+
+def test_fp16_ranks_take_the_same_scaler_path_when_one_rank_has_no_graph(tiny_scene, tmp_path):
+    """fp16's loss scaler (simulated) on 2 ranks where rank 1's first step draws no hard sample, so its loss
+    has no graph: every rank still starts its scaler, unscales the shared gradients and steps alike (no
+    "Attempted unscale_ but _scale is None" on one rank while the other waits in the next collective),
+    and the ranks stay bit-identical with the same loss scale."""
+    config = distributed_config(tiny_scene, tmp_path, steps=3, min_hard_fraction=0.0)
+    config.simulated_fp16_scaler, config.rank_whose_first_step_misses = True, 1
+    rank0, rank1 = train_two_ranks(config)
+    assert rank1["hard_samples"][0] == 0 and rank0["hard_samples"][0] > 0
+    assert rank0["scales"] == rank1["scales"] == [2048.0, 4096.0, 8192.0]  # a step with gradients on every rank grows it
+    for name, value in rank0["final_state"].items():
+        assert torch.equal(value, rank1["final_state"][name]), name

@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
+import logging
 import math
 
 import numpy as np
 import pytest
 import torch
 
-from nerfstudio_accel.sampling import torch_ops
+from nerfstudio_accel.sampling import occupancy, torch_ops
 from nerfstudio_accel.sampling.occupancy import (
     MarchingOptions,
     OccupancySampler,
+    check_sampler_backend,
     evaluate_in_chunks,
     resolve_backend,
 )
@@ -81,14 +83,30 @@ def test_unknown_backend_is_rejected_with_the_choices():
         resolve_backend("pytorch", CPU)
 
 
-def test_nerfacc_backend_on_cpu_suggests_the_torch_backend():
-    """Requesting nerfacc for CPU rays fails on first use with the command-line fix in the message."""
-    sampler = OccupancySampler(AABB, resolution=8, backend="nerfacc")
-    origins, directions = rays_towards_centre(4, seed=0)
+def test_nerfacc_backend_is_refused_for_training_on_cpu_with_the_fix():
+    """Training with nerfacc on CPU is refused with the command-line fix in the message."""
     with pytest.raises(ValueError, match="--pipeline.model.sampler-backend torch"):
-        sampler.sample(origins, directions, MarchingOptions(render_step_size=0.01))
+        check_sampler_backend("nerfacc", "cpu")
     with pytest.raises(ValueError, match="--pipeline.model.sampler-backend torch"):
         resolve_backend("nerfacc", CPU)
+
+
+@pytest.mark.parametrize("chosen, device, fallback", [("nerfacc", "cpu", "kernel"), ("kernel", "mps", "torch"), ("kernel", "cuda", None)])
+def test_a_chosen_backend_that_cannot_run_falls_back_with_one_warning(chosen, device, fallback, caplog, monkeypatch):
+    """A model trained with ``nerfacc`` (CUDA) or ``kernel`` (CPU) opens on another device with auto's pick
+    there and one warning: the grid does not depend on the backend."""
+    if device == "cuda":  # as on a GPU machine without nerfacc's compiled ops
+        monkeypatch.setattr(occupancy, "nerfacc_ops_unavailable_reason", lambda: "nerfacc's CUDA ops did not build")
+        fallback = "torch"
+    sampler = OccupancySampler(AABB, resolution=8, backend=chosen)
+    with caplog.at_level(logging.WARNING, logger=occupancy.__name__):
+        assert sampler.backend_for(torch.device(device)) == fallback
+        assert sampler.backend_for(torch.device(device)) == fallback
+    warnings = [r.getMessage() for r in caplog.records if "cannot run" in r.getMessage()]
+    assert len(warnings) == 1 and chosen in warnings[0] and fallback in warnings[0], warnings
+    if device == "cpu":  # and it marches
+        origins, directions = rays_towards_centre(4, seed=0)
+        sampler.sample(origins, directions, MarchingOptions(render_step_size=0.01))
 
 
 def test_auto_backend_resolves_to_the_fused_marcher_on_cpu():

@@ -4,14 +4,19 @@
 from __future__ import annotations
 
 import math
+import socket
+import subprocess
+import sys
+import urllib.request
 
 import numpy as np
 import pytest
 import torch
+from conftest import cli_env
 
 from nerfstudio_accel.viewer import accel_panel, page_camera, scene_overlays
 from nerfstudio_accel.viewer.accel_panel import AccelPanel, summary_markdown
-from nerfstudio_accel.viewer.headless_browser import free_port
+from nerfstudio_accel.viewer.headless_browser import free_port, viewer_port
 from nerfstudio_accel.viewer.training_stats import TrainingStats
 from accel_test_helpers import make_trainer, run_steps
 
@@ -22,6 +27,27 @@ def viser_server():
     server = viser.ViserServer(host="127.0.0.1", port=free_port(), verbose=False)
     yield server
     server.stop()
+
+
+def test_the_viewer_port_is_read_back_when_the_asked_one_is_taken(tmp_path):
+    """free_port's number can be taken before the server binds it (here by the test itself): viser moves on
+    to the next free port, and viewer_port reads back the one it listens on, where viser's page is."""
+    pytest.importorskip("viser")
+    with socket.socket() as taker:
+        taker.bind(("127.0.0.1", free_port()))
+        taker.listen()
+        asked = taker.getsockname()[1]
+        serve = f"import time, viser; viser.ViserServer(host='127.0.0.1', port={asked}); time.sleep(300)"
+        with (tmp_path / "viser.log").open("w") as log:
+            process = subprocess.Popen([sys.executable, "-c", serve], stdout=log, stderr=subprocess.STDOUT, env=cli_env())
+        try:
+            port = viewer_port(tmp_path / "viser.log", process, timeout=120)
+            assert port != asked
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}", timeout=30) as page:
+                assert b"<title>Viser</title>" in page.read()
+        finally:
+            process.kill()
+            process.wait()
 
 
 def test_stats_average_over_the_window_and_thin_the_history():

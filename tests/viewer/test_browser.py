@@ -12,7 +12,7 @@ import pytest
 from conftest import cli_env, console_script
 
 from nerfstudio_accel.viewer.headless_browser import (
-    WatchedTraining, canvas_pixels, chromium_missing_reason, click_checkbox, free_port, read_panel, wait_for_port,
+    WatchedTraining, canvas_pixels, chromium_missing_reason, click_checkbox, free_port, read_panel, viewer_port,
 )
 
 pytestmark = pytest.mark.skipif(bool(chromium_missing_reason()), reason=chromium_missing_reason() or "ok")
@@ -29,7 +29,7 @@ def test_accel_panel_in_a_real_browser(tiny_scene, tmp_path):
     with (tmp_path / "ns-train.log").open("w") as log:
         process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=cli_env(), start_new_session=True)
     with WatchedTraining(process, port) as run:
-        wait_for_port(port, process, timeout=180)
+        run.port = viewer_port(tmp_path / "ns-train.log", process, timeout=180)  # another, if port was taken meanwhile
         driver = run.open_page()
         first_step, first_rays, text = read_panel(driver, timeout=120)
         assert first_rays > 0 and "hard mining b" in text and "samples per ray" in text
