@@ -15,7 +15,7 @@ import pytest
 import torch
 
 from accel_test_helpers import assert_same_state, make_trainer, run_steps, snapshot
-from nerfstudio_accel.engine.trainer import TrainingStopped, resolve_precision, uses_tcnn
+from nerfstudio_accel.engine.trainer import TrainingStopped, partial_checkpoint_dir, resolve_precision, uses_tcnn
 from nerfstudio_accel.methods import accel_ngp
 
 
@@ -179,7 +179,7 @@ def test_checkpoint_round_trip_restores_scaler_grid_and_mining_state(tiny_scene,
     trainer.save_checkpoint(19)
     grid = trainer.pipeline.model.sampler.grid
     saved = snapshot(trainer)
-    assert not list(trainer.checkpoint_dir.glob(".partial-*")), "the temporary file is renamed into place"
+    assert not list(partial_checkpoint_dir(trainer.checkpoint_dir).iterdir()), "the temporary file is renamed into place"
 
     resumed = make_trainer(tiny_scene, tmp_path / "resumed", setup=False, load_dir=trainer.checkpoint_dir)
     resumed.grad_scaler = torch.amp.GradScaler("cpu", init_scale=1.0)
@@ -225,7 +225,7 @@ def test_sigkill_during_checkpoint_write_keeps_previous_checkpoint(run_cli, tiny
     deadline = time.monotonic() + 240
     try:
         while time.monotonic() < deadline and process.poll() is None:
-            if list(checkpoints.glob(".partial-*")) and list(checkpoints.glob("step-*.ckpt")):
+            if list(partial_checkpoint_dir(checkpoints).glob("*.ckpt.*")) and list(checkpoints.glob("step-*.ckpt")):
                 process.send_signal(signal.SIGKILL)
                 killed_during_write = True
                 break
@@ -246,7 +246,8 @@ def test_sigkill_during_checkpoint_write_keeps_previous_checkpoint(run_cli, tiny
     code, out, err = run_cli("ns-train", "accel-ngp", *common, "--max-num-iterations", str(target),
                              "--load-dir", str(checkpoints), "blender-data", "--data", str(tiny_scene), timeout=300)
     assert code == 0, err[-3000:]
-    assert not list(checkpoints.glob(".partial-*")), "the interrupted write is cleaned up"
+    assert not list(partial_checkpoint_dir(checkpoints).iterdir()), "the interrupted write is cleaned up"
+    assert [path.name for path in checkpoints.iterdir()] == [f"step-{target - 1:09d}.ckpt"], "nerfstudio's tools parse every name here"
     final = sorted(checkpoints.glob("step-*.ckpt"))
     assert [p.name for p in final] == [f"step-{target - 1:09d}.ckpt"]
     assert torch.load(final[0], map_location="cpu")["step"] == target - 1
