@@ -7,6 +7,7 @@ backend matters); ``ns-eval``, ``ns-render`` and ``ns-viewer`` then run as the c
 from __future__ import annotations
 
 import json
+import logging
 import math
 import shutil
 import subprocess
@@ -178,3 +179,19 @@ def test_config_yml_holds_the_background_the_data_decided(crashed_run):
     config = yaml.load((crashed_run.base_dir / "config.yml").read_text(), Loader=yaml.Loader)
     assert config.pipeline.model.background == "white"
     assert crashed_run.pipeline.model.background_mode == "white"
+
+
+@pytest.mark.parametrize("asked, data, trained_on, warned", [
+    ("auto", "rgb", "white", False), ("random", "rgb", "white", True), ("auto", "rgba", "random", False),
+])
+def test_the_background_follows_the_data_and_warns_only_when_asked_for(capture, tiny_scene, tmp_path, caplog, asked, data, trained_on, warned):
+    """Captures have no alpha: the default trains on white without a word; an explicit ``random`` says why
+    it cannot apply; images with alpha train on random backgrounds."""
+    with caplog.at_level(logging.WARNING):
+        if data == "rgb":
+            trainer = train(capture, tmp_path, steps=1, background=asked)
+        else:
+            trainer = make_trainer(tiny_scene, tmp_path, model={"background": asked})
+    assert trainer.config.pipeline.model.background == trainer.pipeline.model.background_mode == trained_on
+    warnings = [record.getMessage() for record in caplog.records if "background" in record.getMessage()]
+    assert len(warnings) == int(warned), warnings

@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
+from nerfstudio.engine.callbacks import TrainingCallbackLocation
 import torch
 
 from accel_test_helpers import assert_same_state, make_trainer, run_steps, snapshot
@@ -123,6 +124,27 @@ def test_ranks_other_than_zero_start_no_viewer(tiny_scene, tmp_path, monkeypatch
     assert trainer.config.vis == "wandb" and not trainer.config.is_viewer_enabled()
     monkeypatch.setattr(distributed, "rank", lambda: 0)
     assert make_trainer(tiny_scene, tmp_path, setup=False, vis="viewer").config.is_viewer_enabled()
+
+
+@pytest.mark.parametrize("rank", [0, 1])
+def test_reports_print_once_on_rank_zero(tiny_scene, tmp_path, monkeypatch, capsys, rank):
+    """With N ranks the mining report, the skipped-step line and the precision line are printed by rank 0
+    alone (every rank holds the same figures and skips the same steps); the other ranks print nothing."""
+    from nerfstudio.engine.callbacks import TrainingCallbackAttributes
+
+    from nerfstudio_accel import distributed
+
+    monkeypatch.setattr(distributed, "rank", lambda: rank)
+    trainer = make_trainer(tiny_scene, tmp_path, pipeline={"print_every": 1})
+    callbacks = trainer.pipeline.get_training_callbacks(TrainingCallbackAttributes(optimizers=trainer.optimizers, grad_scaler=trainer.grad_scaler, pipeline=trainer.pipeline, trainer=trainer))
+    run_steps(trainer, 0, 1)
+    for callback in callbacks:
+        callback.run_callback_at_location(0, location=TrainingCallbackLocation.AFTER_TRAIN_ITERATION)
+    trainer.consecutive_skips = 1
+    trainer._on_skipped_step(0)
+    printed = capsys.readouterr().out
+    expected = ["Training precision", "hard mining, step 0", "step 0: non-finite loss"]
+    assert [text in printed for text in expected] == [rank == 0] * len(expected), printed
 
 
 def test_multi_gpu_ranks_select_their_gpu_never_start_paused_and_close_the_viewer(tiny_scene, tmp_path, monkeypatch):
