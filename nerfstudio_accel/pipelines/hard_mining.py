@@ -26,7 +26,7 @@ from nerfstudio.engine.callbacks import TrainingCallback, TrainingCallbackAttrib
 from nerfstudio.utils.rich_utils import CONSOLE
 from torch import Tensor
 
-from nerfstudio_accel.distributed import all_reduce_sum
+from nerfstudio_accel import distributed
 from nerfstudio_accel.pipelines.accel_pipeline import AccelPipeline, AccelPipelineConfig
 
 
@@ -84,7 +84,7 @@ class HardBatchSizer:
     def update(self, importance: Float[Tensor, "B"]) -> Optional[float]:
         """Fold this step's ``tau`` (over every rank's samples) into ``tau_hat``; returns ``tau``, or None
         with ``tau_hat`` unchanged when an importance on any rank is not finite."""
-        tau = tau_from_moments(all_reduce_sum(importance_moments(importance)))
+        tau = tau_from_moments(distributed.all_reduce_sum(importance_moments(importance)))
         if tau is not None:
             self.tau_hat = (1.0 - self.alpha) * self.tau_hat + self.alpha * tau
         return tau
@@ -101,7 +101,10 @@ def draw_hard_samples(importance: Float[Tensor, "B"], b: int) -> Int[Tensor, "b_
     """``b`` distinct indices drawn with probability proportional to ``importance`` (finite, ``>= 0``), sorted.
 
     Samples with zero importance carry zero gradient, so at most ``count_nonzero(importance)``
-    are drawn (none when all are zero).
+    are drawn (none when all are zero). The draw is an exponential race, as inside
+    ``torch.multinomial(replacement=False)`` but without its 2^24-sample limit: the ``b`` largest
+    ``G_i / E_i`` with ``E_i ~ Exp(1)`` are distributed as ``b`` successive draws proportional to ``G``
+    among the samples not yet drawn.
     """
     available = int(torch.count_nonzero(importance))
     b = min(b, available)
@@ -109,7 +112,9 @@ def draw_hard_samples(importance: Float[Tensor, "B"], b: int) -> Int[Tensor, "b_
         return torch.zeros(0, dtype=torch.long, device=importance.device)
     if b == available:
         return torch.nonzero(importance, as_tuple=False).reshape(-1)
-    return torch.sort(torch.multinomial(importance.float(), b, replacement=False)).values
+    weights = importance.float()
+    keys = (weights / torch.empty_like(weights).exponential_()).masked_fill_(importance == 0, -1.0)  # (B,)
+    return torch.sort(torch.topk(keys, b, sorted=False).indices).values
 
 
 @dataclass
@@ -156,7 +161,7 @@ class HardSampleMiningPipeline(AccelPipeline):
         trainer = training_callback_attributes.trainer
         if trainer is not None:
             self.steps_per_log = max(trainer.config.logging.steps_per_log, 1)
-        if self.config.hard_mining and self.config.print_every > 0:
+        if self.config.hard_mining and self.config.print_every > 0 and distributed.rank() == 0:  # one report, not one per rank
             callbacks.append(
                 TrainingCallback([TrainingCallbackLocation.AFTER_TRAIN_ITERATION], self._print_mining, update_every_num_iters=self.config.print_every)
             )

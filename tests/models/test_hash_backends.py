@@ -1,20 +1,23 @@
-"""accel-ngp with each hash backend: checkpoints move between backends, and in the CPU time the torch
-reference spends on a run the fused kernel reaches its PSNR. By how much is a benchmark, not a test:
+"""accel-ngp with each hash backend: checkpoints move between backends, and in the same steps the fused
+kernel learns what the torch reference learns. How much faster it is is a benchmark, not a test:
 ``benchmarks/hash_encoding.py`` and ``ns-accel-bench`` (docs/hash_encoding.md)."""
 
 from __future__ import annotations
 
-import time
+import random
 
+import numpy as np
 import pytest
 import torch
 
-from nerfstudio_accel.bench.budget import train_for_budget
+from nerfstudio_accel.bench.evaluation import evaluate_views
 from nerfstudio_accel.data.scenes import SceneSpec, generate_scene
 
 from accel_test_helpers import make_trainer, run_steps
 
-PARITY_STEPS = 150
+PARITY_STEPS = 100
+KERNEL_PSNR_SLACK_DB = 0.4  # kernel - torch over seeds 0-7: mean +0.03, sd 0.09, extremes -0.09/+0.19 dB; 4 sd = 0.34
+LEARNT_PSNR_DB = 19.5  # torch over seeds 0-7: 20.85-21.96 dB (sd 0.35)
 
 
 @pytest.mark.parametrize("saved_with, opened_with", [("kernel", "torch"), ("torch", "kernel")])
@@ -42,20 +45,31 @@ def parity_scene(tmp_path_factory):
     return generate_scene(tmp_path_factory.mktemp("scene"), SceneSpec(num_train=40, num_val=2, num_test=4, resolution=48, seed=3))
 
 
+@pytest.fixture
+def reproducible_cpu():
+    """One torch thread: with more, the torch reference's runs from one seed part after ~16 steps (some op
+    accumulates in a thread-dependent order). Denormals flushed to zero: they make its first CPU steps ~9x
+    slower (20 steps: 90 s, flushed 10 s)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    torch.set_flush_denormal(True)
+    yield
+    torch.set_flush_denormal(False)
+    torch.set_num_threads(threads)
+
+
 @pytest.mark.slow
-def test_kernel_backend_reaches_the_torch_psnr_in_the_torch_run_time(parity_scene, tmp_path):
-    """The torch reference trains 150 steps; the fused kernel, from the same seed, trains for the CPU
-    time those steps took and must reach at least the reference's test PSNR. (The time is an input,
-    never asserted: a slower kernel simply trains fewer steps and fails on PSNR.)"""
-    runs = {}
+def test_kernel_backend_learns_what_the_torch_reference_learns_in_the_same_steps(parity_scene, tmp_path, reproducible_cpu):
+    """From one seed, the torch reference and the fused kernel train the same 100 steps (a coarse marching
+    step keeps them cheap) and reach the same held-out PSNR, up to the float rounding that tells them apart."""
+    psnr = {}
     for backend in ("torch", "kernel"):
+        random.seed(0)  # as ns-train seeds a run
+        np.random.seed(0)
         torch.manual_seed(0)
-        trainer = make_trainer(parity_scene, tmp_path / backend, model={"hash_backend": backend})
-        if backend == "torch":
-            runs[backend] = train_for_budget(trainer, 3600.0, max_steps=PARITY_STEPS, clock=time.process_time)
-        else:
-            runs[backend] = train_for_budget(trainer, runs["torch"].train_seconds, clock=time.process_time)
-    summary = {name: (run.steps, round(run.train_seconds, 1), round(run.curve[-1]["psnr"], 2)) for name, run in runs.items()}
-    print("hash backends (steps, CPU seconds, PSNR):", summary)
-    assert runs["torch"].curve[-1]["psnr"] > 18.0  # the reference learnt the scene at all
-    assert runs["kernel"].curve[-1]["psnr"] >= runs["torch"].curve[-1]["psnr"]
+        trainer = make_trainer(parity_scene, tmp_path / backend, model={"hash_backend": backend, "render_step_size": 0.02})
+        run_steps(trainer, 0, PARITY_STEPS)
+        psnr[backend] = evaluate_views(trainer.pipeline)["psnr"]
+    print(f"after {PARITY_STEPS} steps, held-out PSNR by hash backend:", {name: round(value, 2) for name, value in psnr.items()})
+    assert psnr["torch"] > LEARNT_PSNR_DB  # the reference learnt the scene at all
+    assert abs(psnr["kernel"] - psnr["torch"]) <= KERNEL_PSNR_SLACK_DB
