@@ -10,7 +10,7 @@ METHOD = "accel-ngp"
 
 MODEL_FLAGS = (
     "--pipeline.model.sampler-backend {auto,nerfacc,kernel,torch}",
-    "--pipeline.model.background {random,white,black}",
+    "--pipeline.model.background {auto,random,white,black}",
     "--pipeline.model.alpha-threshold",
     "--pipeline.model.early-stop-eps",
     "--pipeline.model.scene-contraction {auto,on,off}",

@@ -55,14 +55,16 @@ class RecordingTrainer(AccelTrainer):
 
     def train_iteration(self, step):
         self.record["start_states"].append(copy.deepcopy(self.pipeline.state_dict()))
-        grid = self.pipeline.model.sampler.grid
-        occupied = grid.binaries.clone()
         if step == 0 and dist.get_rank() == self.config.rank_whose_first_step_misses:
+            grid = self.pipeline.model.sampler.grid
+            occupied = grid.binaries.clone()
             grid.binaries.zero_()
-        result = super().train_iteration(step)
-        grid.binaries.copy_(occupied)
+            result = super().train_iteration(step)
+            grid.binaries.copy_(occupied)
+        else:
+            result = super().train_iteration(step)
         self.record["scales"].append(self.grad_scaler.get_scale() if self.use_grad_scaler else None)
-        self.record["hard_samples"].append(float(result[2]["hard_mining_b"]))
+        self.record["hard_samples"].append(float(result[2]["hard_mining_b"]) if "hard_mining_b" in result[2] else None)
         if step == 0:
             self.record["first_grads"] = {name: p.grad.clone() for name, p in self.pipeline.model.named_parameters() if p.grad is not None}
         return result
