@@ -12,7 +12,7 @@ marched through it and how the packed visibility scan runs:
   where numba imports, ``torch`` elsewhere.
 
 A backend chosen explicitly that cannot run on a device is refused before training
-(:func:`resolve_backend`) but falls back to ``auto``'s pick, with one warning, when a trained model
+(:func:`check_sampler_backend`) but falls back to ``auto``'s pick, with one warning, when a trained model
 opens there (:meth:`OccupancySampler.backend_for`).
 """
 
