@@ -43,7 +43,7 @@ run|checks|parity|scaling)
         sed -i 's/cub::Equality()/cuda::std::equal_to<>()/; s|#include <thrust/iterator/reverse_iterator.h>|&\n#include <cuda/std/functional>|' "$scan"
         echo "patched $scan for CUDA 13 (cub::Equality -> cuda::std::equal_to<>)"
     fi
-    python3 -c "from nerfstudio_accel.sampling.occupancy import nerfacc_ops_unavailable_reason as why; print(why() or 'nerfacc CUDA ops: loaded')"
+    python3 -c "from nerfstudio_accel.kernels.backends import nerfacc_ops_unavailable_reason as why; print(why() or 'nerfacc CUDA ops: loaded')"
     ;;&
 parity)
     python3 -m pytest -q -p no:cacheprovider tests/sampling/test_nerfacc_cuda_parity.py 2>&1 | tee "$OUT/parity.log" | tail -n 15

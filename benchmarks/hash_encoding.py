@@ -24,9 +24,10 @@ from typing import Callable, Dict, List, Optional
 
 import torch
 
-from nerfstudio_accel.fields.hash_encoding import MultiresHashEncoding, tcnn_encoding_unavailable_reason
-from nerfstudio_accel.fields.hash_encoding_torch import encode_torch
-from nerfstudio_accel.fields.hash_layout import HashGridLayout
+from nerfstudio_accel.encodings.hash_encoding import MultiresHashEncoding
+from nerfstudio_accel.encodings.hash_encoding_torch import encode_torch
+from nerfstudio_accel.kernels.backends import tcnn_encoding_unavailable_reason
+from nerfstudio_accel.kernels.hash_layout import HashGridLayout
 
 BACKENDS = ("kernel", "torch", "nerfstudio", "torch-compile", "tcnn")
 

@@ -18,7 +18,7 @@ import numpy as np
 import torch
 import warp as wp
 
-from nerfstudio_accel.fields.hash_layout import HashGridLayout
+from nerfstudio_accel.kernels.hash_layout import HashGridLayout
 
 
 @wp.kernel

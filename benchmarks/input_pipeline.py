@@ -15,7 +15,6 @@ takes (what a process would add per batch, on top of preparing it).
 from __future__ import annotations
 
 import argparse
-import copy
 import statistics
 import tempfile
 import time
@@ -25,18 +24,17 @@ import torch
 import torch.multiprocessing as mp
 from nerfstudio.data.dataparsers.blender_dataparser import BlenderDataParserConfig
 
+from nerfstudio_accel.engine.build import build_trainer_config
 from nerfstudio_accel.engine.trainer import training_step
 from nerfstudio_accel.methods import accel_ngp
 
 
 def build_trainer(data: Path, device: str, prefetch: int, output_dir: Path):
-    config = copy.deepcopy(accel_ngp.config)
-    config.machine.device_type = device
-    config.vis = "tensorboard"
-    config.output_dir = output_dir
-    config.pipeline.datamanager.dataparser = BlenderDataParserConfig(data=data)
-    config.pipeline.datamanager.prefetch_batches = prefetch
-    config.set_timestamp()
+    def configure(config) -> None:
+        config.pipeline.datamanager.prefetch_batches = prefetch
+        config.set_timestamp()
+
+    config = build_trainer_config(accel_ngp.config, data, device, BlenderDataParserConfig(), output_dir=output_dir, configure=configure)
     torch.manual_seed(0)
     trainer = config.setup(local_rank=0, world_size=1)
     trainer.setup()

@@ -13,7 +13,6 @@ viewer; a fresh field is the worst case for the occupancy grid (nothing culled y
 from __future__ import annotations
 
 import argparse
-import copy
 import statistics
 import tempfile
 import time
@@ -23,19 +22,18 @@ from typing import Dict, List
 import torch
 from nerfstudio.data.dataparsers.nerfstudio_dataparser import NerfstudioDataParserConfig
 
+from nerfstudio_accel.engine.build import build_trainer_config
 from nerfstudio_accel.engine.trainer import training_step
 from nerfstudio_accel.methods import accel_ngp
 
 
 def build_trainer(data: Path, downscale: float, sampler: str, device: str, output_dir: Path):
-    config = copy.deepcopy(accel_ngp.config)
-    config.machine.device_type = device
-    config.vis = "tensorboard"
-    config.output_dir = output_dir
-    config.pipeline.datamanager.dataparser = NerfstudioDataParserConfig(data=data)
-    config.pipeline.datamanager.camera_res_scale_factor = 1.0 / downscale
-    config.pipeline.model.sampler = sampler
-    config.set_timestamp()
+    def configure(config) -> None:
+        config.pipeline.datamanager.camera_res_scale_factor = 1.0 / downscale
+        config.pipeline.model.sampler = sampler
+        config.set_timestamp()
+
+    config = build_trainer_config(accel_ngp.config, data, device, NerfstudioDataParserConfig(), output_dir=output_dir, eval_split="test", configure=configure)
     trainer = config.setup(local_rank=0, world_size=1)
     trainer.setup(test_mode="test")
     return trainer

@@ -22,7 +22,6 @@ step's compute time is the argument, measured elsewhere (``ns-accel-bench``, ``b
 from __future__ import annotations
 
 import argparse
-import copy
 import tempfile
 from pathlib import Path
 from typing import Dict, List, Tuple
@@ -43,14 +42,13 @@ def model_sizes(device_defaults: str) -> Tuple[int, int, int, int]:
     small generated object scene, with ``device_defaults``' table and grid sizes."""
     from nerfstudio.data.dataparsers.blender_dataparser import BlenderDataParserConfig
 
-    from nerfstudio_accel.data.scenes import SceneSpec, generate_scene
+    from nerfstudio_accel.scenes.object_scene import SceneSpec, generate_scene
+    from nerfstudio_accel.engine.build import build_trainer_config
     from nerfstudio_accel.methods import accel_ngp
 
     with tempfile.TemporaryDirectory() as folder:
         scene = generate_scene(Path(folder) / "scene", SceneSpec(num_train=2, num_val=1, num_test=1, resolution=8, supersample=1, seed=0))
-        config = copy.deepcopy(accel_ngp.config)
-        config.pipeline.datamanager.dataparser = BlenderDataParserConfig(data=scene)
-        config.pipeline.resolve_device_defaults(device_defaults)
+        config = build_trainer_config(accel_ngp.config, scene, device_defaults, BlenderDataParserConfig())
         pipeline = config.pipeline.setup(device="cpu", test_mode="val")
         params = [p for p in pipeline.model.parameters() if p.requires_grad]
         grid = pipeline.model.sampler.grid

@@ -14,13 +14,15 @@ Flags after ``--`` go to ns-train before the data-parser subcommand. Needs ``chr
 from __future__ import annotations
 
 import re
+import sys
 import time
 from pathlib import Path
 from typing import List, Optional, Tuple
 
 import psutil
 
-from nerfstudio_accel.viewer.headless_browser import WatchedTraining, scene_arguments, start_training_with_viewer
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # headless_browser is a test helper, not shipped
+from headless_browser import WatchedTraining, scene_arguments, start_training_with_viewer  # noqa: E402
 
 PROGRESS = re.compile(r"^(\d+) \(\d+\.\d+%\)", re.MULTILINE)
 ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")

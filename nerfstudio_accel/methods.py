@@ -3,7 +3,8 @@
 nerfstudio loads every ``nerfstudio.method_configs`` entry point when ``ns-train`` starts and does
 not guard the import, so an error here would take down ``ns-train`` for every method. Each spec is
 therefore built inside a guard: on failure the entry point yields an :class:`UnavailableMethod`,
-which nerfstudio skips with a one-line warning, and its own methods keep working.
+which nerfstudio skips with a one-line warning, and its own methods keep working. Loading it also makes
+nerfstudio's tools print this package's user errors as one line (:func:`~nerfstudio_accel.errors.install_exit_hook`).
 """
 
 from __future__ import annotations
@@ -12,6 +13,10 @@ import traceback
 from typing import Callable, Union
 
 from nerfstudio.plugins.types import MethodSpecification
+
+from nerfstudio_accel.errors import install_exit_hook
+
+install_exit_hook()
 
 
 class UnavailableMethod:

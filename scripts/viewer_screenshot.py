@@ -13,11 +13,13 @@ Flags after ``--`` go to ns-train before the data-parser subcommand.
 from __future__ import annotations
 
 import io
+import sys
 import time
 from pathlib import Path
 from typing import List, Optional
 
-from nerfstudio_accel.viewer.headless_browser import (
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # headless_browser is a test helper, not shipped
+from headless_browser import (  # noqa: E402
     WatchedTraining, click_checkbox, read_panel, scene_arguments, start_training_with_viewer, wait_for_port,
 )
 

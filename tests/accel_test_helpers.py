@@ -10,8 +10,10 @@ from typing import Any, Dict, Optional
 import torch
 from nerfstudio.data.dataparsers.blender_dataparser import BlenderDataParserConfig
 
+from nerfstudio_accel.engine.build import build_trainer_config
 from nerfstudio_accel.engine.trainer import AccelTrainer, AccelTrainerConfig, training_step
 from nerfstudio_accel.methods import accel_ngp
+from nerfstudio_accel.sampling.occupancy import GridUpdateOptions, MarchingOptions
 
 
 def make_trainer(
@@ -23,23 +25,29 @@ def make_trainer(
     model: Optional[Dict[str, Any]] = None,
     dataparser: Optional[Any] = None,
     method: Optional[AccelTrainerConfig] = None,
+    resolve: bool = True,
     **trainer_overrides,
 ) -> AccelTrainer:
     """accel-ngp's AccelTrainer on ``device``, as ns-train builds it, on a Blender-format scene (or the
     given ``dataparser`` config's format); ``pipeline`` and ``model`` override those configs' fields,
-    keyword arguments the trainer config's. ``method``: another method's config than accel-ngp's."""
-    config = copy.deepcopy(method if method is not None else accel_ngp.config)
+    keyword arguments the trainer config's. ``method``: another method's config than accel-ngp's. ``resolve``
+    False: the caller saves config.yml before set-up, which resolves it (as ns-train does)."""
+
+    def override(config) -> None:
+        config.experiment_name, config.timestamp = "exp", "run"
+        for target, overrides in ((config, trainer_overrides), (config.pipeline, pipeline or {}), (config.pipeline.model, model or {})):
+            for key, value in overrides.items():
+                assert hasattr(target, key), f"{type(target).__name__} has no field {key}"
+                setattr(target, key, value)
+
+    config = build_trainer_config(
+        method if method is not None else accel_ngp.config, scene, device,
+        dataparser=dataparser if dataparser is not None else BlenderDataParserConfig(), output_dir=output_dir, configure=override,
+        resolve=resolve,
+    )
     assert isinstance(config, AccelTrainerConfig)
-    config.machine.device_type = device
-    config.vis = "tensorboard"
-    config.output_dir = output_dir
-    config.experiment_name, config.timestamp = "exp", "run"
-    config.pipeline.datamanager.dataparser = dataparser if dataparser is not None else BlenderDataParserConfig()
-    config.pipeline.datamanager.dataparser.data = scene
-    for target, overrides in ((config, trainer_overrides), (config.pipeline, pipeline or {}), (config.pipeline.model, model or {})):
-        for key, value in overrides.items():
-            assert hasattr(target, key), f"{type(target).__name__} has no field {key}"
-            setattr(target, key, value)
+    if not resolve:
+        config.save_config()
     trainer = config.setup(local_rank=0, world_size=1)
     if setup:
         trainer.setup()
@@ -71,3 +79,17 @@ def assert_same_state(a, b) -> None:
             for field, value in state.items():
                 other = b[1][name]["state"][key][field]
                 assert torch.equal(value, other) if torch.is_tensor(value) else value == other
+
+
+def sample(sampler, origins, directions, options, density_fn=None, near_planes=None, far_planes=None, stratified=False):
+    """``sampler``'s packed samples with marching ``options``, as ``(ray_indices, t_starts, t_ends)``."""
+    sampler.marching = options
+    samples = sampler.sample(origins, directions, near_planes, far_planes, density_fn, stratified)
+    return samples.ray_indices, samples.t_starts, samples.t_ends
+
+
+def update(sampler, step, density_fn, render_step_size, **schedule):
+    """``sampler``'s grid update at ``step`` with this step size and schedule (GridUpdateOptions' fields)."""
+    sampler.marching = MarchingOptions(render_step_size=render_step_size)
+    sampler.grid_update = GridUpdateOptions(**schedule)
+    sampler.update(step, density_fn)

@@ -12,7 +12,7 @@ from typing import Callable, Dict, Optional, Tuple
 
 import pytest
 
-from nerfstudio_accel.data.scenes import SceneSpec, generate_scene
+from nerfstudio_accel.scenes.object_scene import SceneSpec, generate_scene
 
 TINY_SPEC = SceneSpec(num_train=8, num_val=2, num_test=2, resolution=32, supersample=1, seed=0)
 """Small enough that ns-train (30 steps) and ns-eval (every test view) take seconds on a CPU."""

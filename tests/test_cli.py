@@ -15,7 +15,8 @@ from typing import Callable, Dict, List, Sequence, Tuple
 import pytest
 from PIL import Image
 
-from nerfstudio_accel.data.validation import SceneDataError, check_blender_scene, check_nerfstudio_scene
+from nerfstudio_accel.data.scene_checks import check_blender_scene, check_nerfstudio_scene
+from nerfstudio_accel.errors import SceneDataError
 
 METHOD = "accel-ngp"
 MAX_ITERATIONS = 30

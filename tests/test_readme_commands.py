@@ -25,12 +25,12 @@ import re
 import shlex
 import shutil
 from pathlib import Path
-from typing import Dict, List, Tuple
+from typing import List, Tuple
 
 import numpy as np
 import pytest
 
-from nerfstudio_accel.data.unbounded_scene import IMAGE_DIR, UnboundedSceneSpec, generate_unbounded_scene
+from nerfstudio_accel.scenes.unbounded_scene import IMAGE_DIR, UnboundedSceneSpec, generate_unbounded_scene
 
 REPO = Path(__file__).resolve().parents[1]
 DOCUMENTS = ("README.md", "docs/captured_scenes.md")

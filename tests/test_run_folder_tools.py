@@ -24,9 +24,9 @@ from nerfstudio.utils.eval_utils import eval_setup
 from accel_test_helpers import make_trainer
 from conftest import cli_env, console_script
 from nerfstudio_accel import distributed
-from nerfstudio_accel.data import validation
-from nerfstudio_accel.data.unbounded_scene import UnboundedSceneSpec, generate_unbounded_scene
+from nerfstudio_accel.data import scene_checks
 from nerfstudio_accel.engine import trainer as trainer_module
+from nerfstudio_accel.scenes.unbounded_scene import UnboundedSceneSpec, generate_unbounded_scene
 
 pytestmark = pytest.mark.slow
 
@@ -41,8 +41,7 @@ def capture(tmp_path_factory) -> Path:
 def train(scene: Path, output_dir: Path, steps: int = 3, **model):
     """A short accel-ngp run as ns-train makes it: config.yml saved before the data is read, then training."""
     trainer = make_trainer(scene, output_dir, setup=False, dataparser=NerfstudioDataParserConfig(), max_num_iterations=steps,
-                           steps_per_save=1000, model={"sampler": "occupancy", **model})
-    trainer.config.save_config()
+                           steps_per_save=1000, model={"sampler": "occupancy", **model}, resolve=False)
     trainer.setup()
     trainer.train()
     return trainer
@@ -139,18 +138,18 @@ def test_ns_render_works_from_config_and_checkpoint_without_the_photos(capture, 
     assert len(list((tmp_path / "frames").glob("*.jpg"))) == 2, output[-3000:]
 
 
-def test_the_scene_is_checked_for_training_on_rank_zero_only(capture, tmp_path, monkeypatch):
-    """Every image is verified before training, by rank 0 (the others wait at a barrier); building a
-    pipeline to render or evaluate verifies none."""
+def test_the_scene_is_checked_once_before_config_yml_is_written(capture, tmp_path, monkeypatch):
+    """Every image is verified once, as ns-train saves config.yml (before it starts the ranks); building a
+    pipeline to render or evaluate verifies none, and neither does a rank setting up from the saved config."""
     verified = []
-    check_images = validation._check_images
+    check_images = scene_checks._check_images
 
     def counting_check_images(paths, *args, **kwargs):
         paths = list(paths)
         verified.extend(paths)
         return check_images(paths, *args, **kwargs)
 
-    monkeypatch.setattr(validation, "_check_images", counting_check_images)
+    monkeypatch.setattr(scene_checks, "_check_images", counting_check_images)
     trainer = train(capture, tmp_path / "run", steps=1)
     assert len(verified) == SPEC.num_train + SPEC.num_val + SPEC.num_test  # transforms.json lists every split
 
@@ -160,7 +159,9 @@ def test_the_scene_is_checked_for_training_on_rank_zero_only(capture, tmp_path, 
     assert verified == []
 
     monkeypatch.setattr(distributed, "rank", lambda: 1)
-    train(capture, tmp_path / "rank1", steps=1)
+    rank_config = yaml.load((trainer.base_dir / "config.yml").read_text(), Loader=yaml.Loader)
+    rank_config.output_dir = tmp_path / "rank1"
+    rank_config.setup(local_rank=0, world_size=1).setup()
     assert verified == []
 
 

@@ -128,5 +128,5 @@ def train_for_budget(
                 on_eval(point)
             next_eval += budget_seconds / eval_points
     run.tracked_means = {name: sum(values) / len(values) for name, values in totals.items() if values}
-    run.skipped_steps = getattr(trainer, "skipped_steps", 0)
+    run.skipped_steps = trainer.skipped_steps if guarded else 0
     return run

@@ -20,16 +20,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import List, Optional, Sequence, Tuple
 
-from nerfstudio_accel.data.validation import (
+from nerfstudio_accel.data.scene_checks import (
     COLMAP_MODEL_FOLDERS,
-    SceneDataError,
-    check_blender_scene,
-    check_colmap_scene,
-    _model_format,
-    _registered_image_names,
-    check_nerfstudio_scene,
+    check_scene,
+    colmap_model_format,
     find_colmap_model,
+    registered_image_names,
 )
+from nerfstudio_accel.errors import SceneDataError
 
 DATAPARSERS = ("blender-data", "nerfstudio-data", "colmap")
 
@@ -113,17 +111,25 @@ def resolve_dataparser(data: Path, requested: str) -> str:
 
 
 def check_data(data: Path, dataparser: str) -> None:
-    """The scene checks ``ns-train`` runs for accel methods, for every method of the bench (the splits it
-    trains and scores); a problem is a :class:`BenchError` before any training."""
+    """The scene checks ``ns-train`` runs for accel methods (:func:`check_scene` on ``dataparser``'s default
+    config), for every method of the bench (the splits it trains and scores: train and test); a problem is a
+    :class:`BenchError` before any training."""
     try:
-        if dataparser == "blender-data":
-            check_blender_scene(data, ("train", "test"))
-        elif dataparser == "nerfstudio-data":
-            check_nerfstudio_scene(data)
-        else:
-            check_colmap_scene(data, find_colmap_model(data) or COLMAP_MODEL_FOLDERS[0])
+        check_scene(data, default_parser_config(data, dataparser), eval_split="test")
     except SceneDataError as error:
         raise BenchError(str(error)) from None
+
+
+def default_parser_config(data: Path, dataparser: str):
+    """``dataparser``'s default config as ``ns-train ... DATAPARSER --data DIR`` builds it, reading ``data``; for
+    ``colmap``, ``colmap_path`` names the model folder the bench found (:func:`find_colmap_model`)."""
+    from nerfstudio.configs.dataparser_configs import all_dataparsers
+
+    parser = copy.deepcopy(all_dataparsers[dataparser])
+    parser.data = data
+    if dataparser == "colmap":
+        parser.colmap_path = find_colmap_model(data) or parser.colmap_path
+    return parser
 
 
 def prescaled_factor(data: Path, dataparser: str, downscale: float) -> int:
@@ -139,7 +145,7 @@ def prescaled_factor(data: Path, dataparser: str, downscale: float) -> int:
     if dataparser == "colmap":  # the parser reads images_N/<name> for each photo the model registers
         model = find_colmap_model(data)
         try:
-            names = _registered_image_names(data / model, _model_format(data / model)) if model is not None else []
+            names = registered_image_names(data / model, colmap_model_format(data / model)) if model is not None else []
         except SceneDataError:
             names = []
         prescaled = [data / f"images_{factor}" / name for name in names]
@@ -173,45 +179,48 @@ def build_config(
     device: str,
     seed: int,
     output_dir: Path,
+    resolve: bool = False,
 ):
-    """The ``TrainerConfig`` of ``spec`` on ``data``, as ns-train would build it, set for a bench run."""
-    import tyro
+    """The ``TrainerConfig`` of ``spec`` on ``data``, as ns-train would build it
+    (:func:`~nerfstudio_accel.engine.build.build_trainer_config`), set for a bench run; ``resolve``: also
+    resolve an accel method's config (raises :class:`~nerfstudio_accel.errors.AccelError`), as its run does."""
     from nerfstudio.configs.dataparser_configs import all_dataparsers
     from nerfstudio.configs.method_configs import all_methods
+
+    from nerfstudio_accel.engine.build import build_trainer_config
 
     if spec.name not in all_methods:
         close = difflib.get_close_matches(spec.name, list(all_methods), n=1)
         hint = f"did you mean {close[0]!r}?" if close else "ns-train --help lists the installed ones"
         raise BenchError(f"unknown method {spec.name!r} in --methods; {hint}")
-    config = copy.deepcopy(all_methods[spec.name])
-    if spec.flags:
-        captured = io.StringIO()
-        try:
-            with contextlib.redirect_stderr(captured), contextlib.redirect_stdout(captured):
-                config = tyro.cli(tyro.conf.FlagConversionOff[type(config)], default=config, args=list(spec.flags))
-        except SystemExit:
-            raise BenchError(f"{spec.label}: {_tyro_error_line(captured.getvalue())} (ns-train {spec.name} --help lists the flags)") from None
-    datamanager = config.pipeline.datamanager
-    if not hasattr(datamanager, "camera_res_scale_factor"):
-        raise BenchError(f"{spec.label}: its datamanager cannot downscale images, so the bench cannot run it")
-    default_parser = all_dataparsers[dataparser]
-    parser = datamanager.dataparser if type(datamanager.dataparser) is type(default_parser) else default_parser
-    datamanager.dataparser = copy.deepcopy(parser)
-    datamanager.dataparser.data = data
-    datamanager.data = None
-    if dataparser == "colmap":
-        datamanager.dataparser.colmap_path = find_colmap_model(data) or datamanager.dataparser.colmap_path
-    parser_factor = prescaled_factor(data, dataparser, downscale)
-    if hasattr(datamanager.dataparser, "downscale_factor"):  # pinned: its auto mode would downscale on its own
-        datamanager.dataparser.downscale_factor = parser_factor
-    datamanager.camera_res_scale_factor = parser_factor / downscale
-    config.machine.device_type = device
-    config.machine.seed = seed
-    config.vis = "tensorboard"
-    config.output_dir = output_dir
-    config.max_num_iterations = 10**9
-    config.set_timestamp()
-    return config
+
+    def set_for_the_bench(config) -> None:
+        datamanager = config.pipeline.datamanager
+        if not hasattr(datamanager, "camera_res_scale_factor"):
+            raise BenchError(f"{spec.label}: its datamanager cannot downscale images, so the bench cannot run it")
+        default_parser = all_dataparsers[dataparser]
+        own = type(datamanager.dataparser) is type(default_parser)  # keep the method's own settings for this format
+        datamanager.dataparser = copy.deepcopy(datamanager.dataparser if own else default_parser)
+        datamanager.data, datamanager.dataparser.data = Path(data), Path(data)
+        if dataparser == "colmap":
+            datamanager.dataparser.colmap_path = find_colmap_model(data) or datamanager.dataparser.colmap_path
+        parser_factor = prescaled_factor(data, dataparser, downscale)
+        if hasattr(datamanager.dataparser, "downscale_factor"):  # pinned: its auto mode would downscale on its own
+            datamanager.dataparser.downscale_factor = parser_factor
+        datamanager.camera_res_scale_factor = parser_factor / downscale
+        config.machine.seed = seed
+        config.max_num_iterations = 10**9
+        config.set_timestamp()
+
+    captured = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(captured), contextlib.redirect_stdout(captured):
+            return build_trainer_config(
+                all_methods[spec.name], data, device, flags=spec.flags, output_dir=output_dir, eval_split="test",
+                configure=set_for_the_bench, resolve=resolve,
+            )
+    except SystemExit:  # tyro's answer to a bad flag
+        raise BenchError(f"{spec.label}: {_tyro_error_line(captured.getvalue())} (ns-train {spec.name} --help lists the flags)") from None
 
 
 def unsupported_reason(config, device: str) -> Optional[str]:

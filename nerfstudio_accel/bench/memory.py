@@ -9,6 +9,8 @@ from typing import Callable
 
 import torch
 
+from nerfstudio_accel.engine.trainer import AccelTrainer
+
 
 def saved_tensor_bytes(fn: Callable[[], object]) -> int:
     """Bytes autograd saves for backward while ``fn`` runs: the training graph's memory, on any device.
@@ -29,7 +31,7 @@ def saved_tensor_bytes(fn: Callable[[], object]) -> int:
 def training_autocast(trainer) -> contextlib.AbstractContextManager:
     """The autocast a trainer's steps run under: AccelTrainer's own, else nerfstudio's (fp16 when
     ``mixed_precision``, on ``cpu`` for MPS devices, as nerfstudio's ``train_iteration`` opens it)."""
-    if hasattr(trainer, "autocast"):
+    if isinstance(trainer, AccelTrainer):
         return trainer.autocast()
     device_type = str(trainer.device).split(":")[0]
     return torch.autocast(device_type="cpu" if device_type == "mps" else device_type, enabled=trainer.mixed_precision)

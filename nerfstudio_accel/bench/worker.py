@@ -18,6 +18,8 @@ import traceback
 from pathlib import Path
 from typing import Callable, Dict
 
+from nerfstudio_accel.errors import AccelError
+
 PROGRESS_EVERY_SECONDS = 0.5
 TRACKED_METRICS = ("hard_mining_fraction", "hard_mining_tau_hat", "input_stall_fraction")
 
@@ -27,30 +29,6 @@ def _events_channel():
     events = os.fdopen(os.dup(1), "w", buffering=1)
     os.dup2(2, 1)
     return events
-
-
-def _disable_lpips_downloads() -> None:
-    """nerfstudio's models build LPIPS (an AlexNet download) at set-up, which raises offline. Unless the
-    weights are on disk, give them a stand-in; the bench scores LPIPS itself when it can."""
-    import torch
-    import torchmetrics.image.lpip as lpip_module
-
-    from nerfstudio_accel.metrics import alexnet_checkpoint_path
-
-    if os.path.exists(alexnet_checkpoint_path()):
-        return
-
-    class NoLPIPS(torch.nn.Module):
-        def __init__(self, *args, **kwargs) -> None:
-            super().__init__()
-
-        def forward(self, *args, **kwargs) -> torch.Tensor:
-            return torch.tensor(float("nan"))
-
-    lpip_module.LearnedPerceptualImagePatchSimilarity = NoLPIPS  # type: ignore[misc]
-    for module in list(sys.modules.values()):
-        if getattr(module, "__name__", "").startswith("nerfstudio.") and hasattr(module, "LearnedPerceptualImagePatchSimilarity"):
-            module.LearnedPerceptualImagePatchSimilarity = NoLPIPS  # type: ignore[attr-defined]
 
 
 def _seed_everything(seed: int) -> None:
@@ -68,17 +46,18 @@ def run(request: Dict, emit: Callable[..., None]) -> Dict:
     from nerfstudio_accel.bench.configs import MethodSpec, build_config
     from nerfstudio_accel.bench.evaluation import evaluate_views, evenly_spaced_views
     from nerfstudio_accel.bench.memory import training_graph_bytes
-    from nerfstudio_accel.metrics import ImageMetrics, psnr_and_ssim
+    from nerfstudio_accel.metrics import ImageMetrics, lpips_without_downloads, psnr_and_ssim
 
     spec = MethodSpec.parse(request["label"])
     with tempfile.TemporaryDirectory(prefix="ns-accel-bench-") as scratch:
         config = build_config(
-            spec, Path(request["data"]), request["dataparser"], request["downscale"], request["device"], request["seed"], Path(scratch)
+            spec, Path(request["data"]), request["dataparser"], request["downscale"], request["device"], request["seed"], Path(scratch),
+            resolve=True,
         )
-        _disable_lpips_downloads()
         _seed_everything(request["seed"])
-        trainer = config.setup(local_rank=0, world_size=1)
-        trainer.setup(test_mode="test")
+        with lpips_without_downloads():  # nerfstudio's models build LPIPS as they set up; the bench scores it itself
+            trainer = config.setup(local_rank=0, world_size=1)
+            trainer.setup(test_mode="test")
         pipeline = trainer.pipeline
         final_scorer = ImageMetrics().to(pipeline.device)
         last_progress = [0.0]
@@ -133,7 +112,10 @@ def main() -> int:
 
     try:
         emit(event="done", result=run(json.loads(sys.argv[1]), emit))
-    except SystemExit as stop:  # nerfstudio-accel stops on bad input with one line as the exit message
+    except AccelError as error:  # bad data or a choice the device lacks, found as the config is resolved
+        emit(event="failed", reason=str(error))
+        return 1
+    except SystemExit as stop:  # the trainer stops on bad input with one line as the exit message
         reason = str(stop.code)[len("error: ") :] if str(stop.code).startswith("error: ") else str(stop.code)
         emit(event="failed", reason=reason if isinstance(stop.code, str) else f"exited with code {stop.code}")
         return 1

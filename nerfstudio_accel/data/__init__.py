@@ -1,1 +1,1 @@
-"""Synthetic datasets for testing and benchmarking nerfstudio_accel."""
+"""The runtime data path: the prefetching datamanager, the seeded pixel sampler and the scene checks."""

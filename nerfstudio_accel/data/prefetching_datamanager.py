@@ -38,6 +38,7 @@ from nerfstudio.data.datamanagers.base_datamanager import VanillaDataManager, Va
 from nerfstudio.data.datasets.base_dataset import InputDataset
 from torch import Tensor
 
+from nerfstudio_accel.errors import ConfigError
 from nerfstudio_accel.data.seeded_pixel_sampler import SeededPatchPixelSamplerConfig, SeededPixelSampler, SeededPixelSamplerConfig
 
 Batch = Tuple[RayBundle, Dict[str, Any]]
@@ -156,14 +157,12 @@ class AccelDataManager(VanillaDataManager):
 
     def __init__(self, config: AccelDataManagerConfig, *args, **kwargs) -> None:
         if config.prefetch_batches < 0:
-            raise SystemExit(f"error: --pipeline.datamanager.prefetch-batches must be 0 or more, got {config.prefetch_batches}")
+            raise ConfigError(f"--pipeline.datamanager.prefetch-batches must be 0 or more, got {config.prefetch_batches}")
         super().__init__(config, *args, **kwargs)
         self._prefetcher: Optional[BatchPrefetcher] = None
         self.last_wait_seconds = 0.0
         """How long the last :meth:`next_train` call took: the time the step waited for its batch."""
-        self.rays_per_rank: Optional[float] = None
-        """Rays per rank in the step just trained, set by the trainer (the mean over ranks under
-        torch.distributed); nerfstudio's Train Rays / Sec multiplies it by the number of ranks."""
+        self._rays_per_rank: Optional[float] = None
 
     def _get_pixel_sampler(self, dataset: InputDataset, num_rays_per_batch: int) -> SeededPixelSampler:
         """nerfstudio's choice of sampler for ``dataset``, seeded: patches for
@@ -217,11 +216,16 @@ class AccelDataManager(VanillaDataManager):
         self.last_wait_seconds = time.perf_counter() - started
         return ray_bundle, batch
 
+    def count_rays_per_rank(self, rays: float) -> None:
+        """The trainer's count of rays per rank in the step just trained (the mean over ranks under
+        torch.distributed), which nerfstudio's Train Rays / Sec multiplies by the number of ranks."""
+        self._rays_per_rank = rays
+
     def get_train_rays_per_batch(self) -> int:
-        """Rays per rank in the step just trained (see :attr:`rays_per_rank`); before the first step, the
+        """Rays per rank in the step just trained (:meth:`count_rays_per_rank`); before the first step, the
         pixel sampler's batch size."""
-        if self.rays_per_rank is not None:
-            return self.rays_per_rank  # type: ignore[return-value]
+        if self._rays_per_rank is not None:
+            return self._rays_per_rank  # type: ignore[return-value]
         return super().get_train_rays_per_batch()
 
     def close(self) -> None:

@@ -6,9 +6,10 @@ checkpoints and resume that stops at ``--max-num-iterations``.
   uses a GradScaler whose scale is logged as ``loss_scale``, and so does any precision when the
   model runs tiny-cuda-nn (whose kernels compute in fp16 whatever the autocast). ``auto`` is fp16
   on CUDA and fp32 elsewhere.
-- Every choice made from the device (``auto`` precision, the pipeline's and model's device
-  defaults) is resolved from ``--machine.device-type`` before nerfstudio writes config.yml, so the
-  saved config rebuilds the same model on any device (``ns-eval`` picks CUDA whenever it exists).
+- Every ``auto`` choice (precision, the pipeline's and model's defaults from the device and the scene) is
+  resolved once, from ``--machine.device-type`` and the scene folder, before nerfstudio writes config.yml
+  (:meth:`AccelTrainerConfig.resolve`), so the saved config rebuilds the same model on any device
+  (``ns-eval`` picks CUDA whenever it exists). The trainer only asserts it was.
 - A step whose loss or gradients are not finite is skipped: no optimizer or scheduler step, so
   parameters and optimizer state are untouched. Skips are counted and logged; after
   ``--max-consecutive-skips`` in a row training stops with one line naming the step and the last
@@ -34,19 +35,17 @@ from typing import Any, Dict, List, Literal, Optional, Type
 
 import torch
 import tyro
-import viser
-import yaml
 from nerfstudio.engine.callbacks import TrainingCallbackLocation
 from nerfstudio.engine.trainer import Trainer, TrainerConfig
 from nerfstudio.utils.decorators import check_main_thread, check_viewer_enabled
 from nerfstudio.utils.rich_utils import CONSOLE
 
 from nerfstudio_accel import distributed
-from nerfstudio_accel.data.validation import SceneDataError
-from nerfstudio_accel.pipelines.accel_pipeline import check_scene
-from nerfstudio_accel.viewer import page_camera
+from nerfstudio_accel.errors import AccelError, CheckpointError, ConfigError, exit_message
+from nerfstudio_accel.pipelines.accel_pipeline import AccelPipeline, AccelPipelineConfig
 from nerfstudio_accel.viewer.accel_panel import AccelPanel
 from nerfstudio_accel.viewer.training_stats import TrainingStats
+from nerfstudio_accel.viewer.training_viewer import TrainingViewer
 
 Precision = Literal["auto", "fp32", "fp16", "bf16"]
 CHECKPOINT_GLOB = "step-*.ckpt"
@@ -57,15 +56,15 @@ class TrainingStopped(SystemExit):
 
 
 def resolve_precision(requested: Precision, device_type: str) -> Literal["fp32", "fp16", "bf16"]:
-    """The precision to train in on ``device_type``; raises ``ValueError`` (one line) when it cannot run there."""
+    """The precision to train in on ``device_type``; raises :class:`~nerfstudio_accel.errors.ConfigError` (one line) when it cannot run there."""
     if requested not in ("auto", "fp32", "fp16", "bf16"):
-        raise ValueError(f"unknown precision {requested!r}; choose auto, fp32, fp16 or bf16")
+        raise ConfigError(f"unknown precision {requested!r}; choose auto, fp32, fp16 or bf16")
     if requested == "auto":
         return "fp16" if device_type == "cuda" else "fp32"
     if requested == "fp16" and device_type != "cuda":
-        raise ValueError(f"--precision fp16 needs a CUDA device (this run is on {device_type}); use bf16 or fp32")
+        raise ConfigError(f"--precision fp16 needs a CUDA device (this run is on {device_type}); use bf16 or fp32")
     if requested == "bf16" and device_type == "cuda" and not torch.cuda.is_bf16_supported():
-        raise ValueError("--precision bf16 is not supported by this GPU; use fp16 or fp32")
+        raise ConfigError("--precision bf16 is not supported by this GPU; use fp16 or fp32")
     return requested
 
 
@@ -91,33 +90,35 @@ class AccelTrainerConfig(TrainerConfig):
     """With the web viewer: steps between refreshes of its Accel panel (each reads the step's metrics from
     the device); 0: no panel. Without a viewer there is no panel and no cost."""
 
-    def resolve_device_defaults(self) -> None:
-        """Resolve every device-dependent choice (``auto`` precision, the pipeline's and model's defaults)
-        for ``machine.device_type``, in place, and the autocast and loss-scaling switches that follow from
-        them. Raises ``ValueError`` (one line) for a precision the device lacks."""
+    def resolve(self, eval_split: str = "val") -> None:
+        """Resolve every ``auto`` choice (precision, the pipeline's and model's, from ``machine.device_type``
+        and the scene folder, whose training and ``eval_split`` views are checked), in place, and the
+        autocast and loss-scaling switches that follow. Raises :class:`~nerfstudio_accel.errors.AccelError`
+        (one line): bad data, a precision or kernel the device lacks. Called once, before config.yml is
+        written; idempotent."""
+        if not isinstance(self.pipeline, AccelPipelineConfig):
+            raise ConfigError(f"AccelTrainer trains accel pipelines only, not {type(self.pipeline).__name__}")
         device_type = self.machine.device_type
         self.precision = resolve_precision(self.precision, device_type)
-        resolve_pipeline = getattr(self.pipeline, "resolve_device_defaults", None)
-        if resolve_pipeline is not None:
-            resolve_pipeline(device_type)
-        check_model = getattr(self.pipeline.model, "check_device", None)
-        if check_model is not None:
-            check_model(device_type)
+        self.pipeline.resolve(device_type, eval_split)
         self.mixed_precision = self.precision != "fp32"
-        self.use_grad_scaler = self.precision == "fp16" or uses_tcnn(self.pipeline.model)
+        self.use_grad_scaler = self.precision == "fp16" or self.pipeline.model.uses_tcnn()
 
     def save_config(self) -> None:
-        """nerfstudio's config.yml, written after the device-dependent choices are resolved into it."""
-        try:
-            self.resolve_device_defaults()
-        except ValueError as error:
-            raise SystemExit(f"error: {error}") from None
+        """nerfstudio's config.yml, written after :meth:`resolve` (ns-train's entry into this package: a
+        problem exits with one line)."""
+        with one_line_exit():
+            self.resolve()
         super().save_config()
 
 
-def uses_tcnn(model_config: Any) -> bool:
-    """Whether a model config asks for tiny-cuda-nn kernels, which compute in fp16 whatever the autocast."""
-    return "tcnn" in (getattr(model_config, "implementation", None), getattr(model_config, "hash_backend", None))
+@contextlib.contextmanager
+def one_line_exit():
+    """Turn an :class:`~nerfstudio_accel.errors.AccelError` into a one-line exit (at ns-train's entries)."""
+    try:
+        yield
+    except AccelError as error:
+        raise SystemExit(exit_message(error)) from None
 
 
 def training_step(trainer: Trainer, step: int):
@@ -178,12 +179,10 @@ class AccelTrainer(Trainer):
             # launcher's final barrier, which times out after 30 minutes and takes the job down
             config.viewer.quit_on_train_completion = True
             CONSOLE.print("Multi-GPU training: the viewer closes when training completes (--viewer.quit-on-train-completion)")
+        with one_line_exit():
+            config.pipeline.model.require_resolved()
         super().__init__(config, local_rank, world_size)
         device_type = str(self.device).split(":")[0]
-        try:
-            config.resolve_device_defaults()  # ns-train resolved them before saving; other callers get them here
-        except ValueError as error:
-            raise SystemExit(f"error: {error}") from None
         self.precision: Literal["fp32", "fp16", "bf16"] = config.precision  # type: ignore[assignment]
         self.autocast_device = device_type
         self.mixed_precision, self.use_grad_scaler = config.mixed_precision, config.use_grad_scaler
@@ -191,9 +190,7 @@ class AccelTrainer(Trainer):
         self.skipped_steps = 0
         self.consecutive_skips = 0
         self.last_checkpoint: Optional[Path] = None
-        self.accel_panel: Optional[AccelPanel] = None
-        self.training_seconds = 0.0
-        """Compute time of this run's training steps so far (kept only while the Accel panel exists)."""
+        self.training_viewer: Optional[TrainingViewer] = None
         scaling = " with loss scaling" if self.use_grad_scaler else ""
         why = " (tiny-cuda-nn runs in fp16)" if self.use_grad_scaler and self.precision != "fp16" else ""
         if distributed.rank() == 0:
@@ -207,51 +204,34 @@ class AccelTrainer(Trainer):
     # --- set-up ---------------------------------------------------------------------------------------
 
     def setup(self, test_mode: Literal["test", "val", "inference"] = "val") -> None:
-        """nerfstudio's set-up, with what training needs of the data around it: the scene folder is checked
-        first, on rank 0 while the others wait (one line naming the problem instead of a parser's stack
-        trace; nerfstudio's tools that only render never pay for it), and afterwards the choices the data
-        decides (the background) are resolved and written into the run's config.yml."""
-        if distributed.rank() == 0:
-            try:
-                check_scene(self.config.pipeline, test_mode)
-            except SceneDataError as error:
-                raise SystemExit(f"error: {error}") from None
-        distributed.barrier()
-        super().setup(test_mode)
-        self.pipeline.resolve_training_data_defaults()
-        config_yml = self.base_dir / "config.yml"
-        if distributed.rank() == 0 and config_yml.is_file():  # ns-train saved it before the data was read
-            config_yml.write_text(yaml.dump(self.config), "utf8")
+        """nerfstudio's set-up; a problem the user fixes (e.g. a checkpoint that does not fit) exits with one line."""
+        with one_line_exit():
+            super().setup(test_mode)
+        self.pipeline: AccelPipeline
 
-    # --- the viewer's Accel panel ------------------------------------------------------------------
+    # --- the web viewer -------------------------------------------------------------------------
 
     def _init_viewer_state(self) -> None:
-        """nerfstudio's viewer scene, then (only when a viewer runs) the CPU render preset, pages opening at a
-        training camera, and the Accel panel on its viser server."""
+        """nerfstudio's viewer scene, then this package's additions to it (none without a viewer)."""
         super()._init_viewer_state()
-        control_panel = getattr(self.viewer_state, "control_panel", None)
-        if control_panel is not None and self.autocast_device == "cpu":  # nerfstudio's "Fast" preset: renders hold training up
-            control_panel._train_util.value, control_panel._max_res.value = 0.95, 256
-        server = getattr(self.viewer_state, "viser_server", None)
-        if not isinstance(server, viser.ViserServer):  # no viewer, or the legacy one
-            return
-        if self.config.viewer_opens_at_training_camera:
-            page_camera.open_pages_at(server, *page_camera.first_training_view(self.pipeline))
-        if self.config.accel_panel_every <= 0:
-            return
         stats = TrainingStats(max_steps=self.config.max_num_iterations + self._start_step, precision=self.precision)
-        self.accel_panel = AccelPanel(server, self.pipeline, stats, train_lock=self.train_lock)
+        self.training_viewer = TrainingViewer.attach(
+            self.viewer_state, self.pipeline, self.autocast_device, self.config.viewer_opens_at_training_camera,
+            self.config.accel_panel_every, stats, self.train_lock,
+        )
+
+    @property
+    def accel_panel(self) -> Optional[AccelPanel]:
+        """The viewer's Accel panel, when a viewer runs with one."""
+        return self.training_viewer.panel if self.training_viewer is not None else None
 
     @check_viewer_enabled
     def _update_viewer_state(self, step: int) -> None:
-        """nerfstudio's viewer update, with the page's Train Util slider in effect (nerfstudio 1.1.5 shows the
-        slider but renders by a fixed 0.9), paced by every rank's rays (the Train Rays / Sec it divides by
-        counts them all)."""
-        control_panel = getattr(self.viewer_state, "control_panel", None)
-        if control_panel is not None and hasattr(self.viewer_state, "train_util"):
-            self.viewer_state.train_util = control_panel.train_util
+        """nerfstudio's viewer update, paced by every rank's rays (the Train Rays / Sec it divides by counts
+        them all)."""
         assert self.viewer_state is not None
-        # the viewer paces renders by batch / Train Rays / Sec, which counts every rank: the batch must too
+        if self.training_viewer is not None:
+            self.training_viewer.before_update()
         rays_per_step = self.pipeline.datamanager.get_train_rays_per_batch() * self.world_size
         try:
             self.viewer_state.update_scene(step, rays_per_step)
@@ -259,42 +239,26 @@ class AccelTrainer(Trainer):
             time.sleep(0.03)
             CONSOLE.log("Viewer failed. Continuing training.")
 
-    def _record_for_panel(self, step: int, seconds: float, loss: torch.Tensor, metrics_dict: Dict[str, Any]) -> None:
-        """Every ``accel_panel_every`` steps: this step's figures into the panel's statistics, and a refresh
-        (every step adds its time to the panel's training clock)."""
-        if self.accel_panel is None:
-            return
-        self.training_seconds += seconds
-        if step % self.config.accel_panel_every != 0:
-            return
-        metrics = {name: float(value) for name, value in metrics_dict.items() if torch.as_tensor(value).numel() == 1}
-        figures = getattr(self.pipeline.model, "sampling_figures", None)
-        self.accel_panel.stats.record(
-            step, seconds, float(loss), metrics, figures() if figures is not None else None, training_seconds=self.training_seconds
-        )
-        self.accel_panel.refresh()
-
     # --- one step --------------------------------------------------------------------------------
 
     def train_iteration(self, step: int):
-        if self.accel_panel is not None:
-            self.accel_panel.record_this_step(step % self.config.accel_panel_every == 0)
         started = time.perf_counter()
         loss, loss_dict, metrics_dict = self._train_iteration(step)
         seconds = time.perf_counter() - started
-        waited = getattr(self.pipeline.datamanager, "last_wait_seconds", None)
-        if waited is not None:  # the pipelined input sampler's figure of merit: the step's wait for its batch
-            metrics_dict["input_wait_ms"] = torch.tensor(1000.0 * waited)
-            metrics_dict["input_stall_fraction"] = torch.tensor(waited / max(seconds, 1e-9))
-        self._record_for_panel(step, seconds, loss, metrics_dict)
+        waited = self.pipeline.datamanager.last_wait_seconds  # the pipelined input sampler's figure of merit
+        metrics_dict["input_wait_ms"] = torch.tensor(1000.0 * waited)
+        metrics_dict["input_stall_fraction"] = torch.tensor(waited / max(seconds, 1e-9))
+        if self.training_viewer is not None:
+            self.training_viewer.after_step(step, seconds, loss, metrics_dict)
         return loss, loss_dict, metrics_dict
 
     def _train_iteration(self, step: int):
         groups = list(self.optimizers.parameters.keys())
         accumulation = self.gradient_accumulation_steps
         self.optimizers.zero_grad_some([g for g in groups if step % accumulation[g] == 0])
+        logged = step % max(self.config.logging.steps_per_log, 1) == 0
         with self.autocast():
-            _, loss_dict, metrics_dict = self.pipeline.get_train_loss_dict(step=step)
+            _, loss_dict, metrics_dict = self.pipeline.get_train_loss_dict(step=step, timed=logged)
         loss = functools.reduce(torch.add, [value.float() for value in loss_dict.values()])
         scaled = self.grad_scaler.scale(loss)  # on every rank, graph or not: the scaler's state starts at the first call
         if loss.requires_grad:  # a step with no sample to learn from (e.g. every ray misses) has no graph
@@ -333,16 +297,13 @@ class AccelTrainer(Trainer):
         all-reduce, :func:`~nerfstudio_accel.distributed.average_gradients`) and return whether every rank's
         loss was finite; the rays per rank go to the datamanager for nerfstudio's Train Rays / Sec. In one
         process: gradients untouched, True (the step guard checks this rank's loss)."""
-        rays = getattr(self.pipeline, "rays_in_last_batch", None)
-        if rays is None:
-            rays = self.pipeline.datamanager.get_train_rays_per_batch()
+        rays = self.pipeline.rays_in_last_batch
         losses_finite, rays_per_rank = True, float(rays)
         if self.world_size > 1:
             params = [p for g in groups for p in self.optimizers.parameters[g]]
             sync = distributed.average_gradients(params, weight=rays, loss=loss)
             losses_finite, rays_per_rank = sync.losses_finite, sync.total_weight / self.world_size
-        if hasattr(self.pipeline.datamanager, "rays_per_rank"):
-            self.pipeline.datamanager.rays_per_rank = rays_per_rank
+        self.pipeline.datamanager.count_rays_per_rank(rays_per_rank)
         return losses_finite
 
     def _clip_gradients(self, groups: List[str], metrics_dict) -> None:
@@ -392,7 +353,7 @@ class AccelTrainer(Trainer):
         partial = partial_dir / f"{final.name}.{os.getpid()}"
         state = {
             "step": step,
-            "pipeline": self.pipeline.module.state_dict() if hasattr(self.pipeline, "module") else self.pipeline.state_dict(),
+            "pipeline": self.pipeline.state_dict(),  # never DDP-wrapped (see AccelPipeline)
             "optimizers": {k: v.state_dict() for k, v in self.optimizers.optimizers.items()},
             "schedulers": {k: v.state_dict() for k, v in self.optimizers.schedulers.items()},
             "scalers": self.grad_scaler.state_dict(),
@@ -422,13 +383,13 @@ class AccelTrainer(Trainer):
             if self.config.load_step is not None:
                 steps = [s for s in steps if s == self.config.load_step]
             if not steps:
-                raise SystemExit(f"error: no checkpoint to resume from in {load_dir}; train without --load-dir")
+                raise CheckpointError(f"no checkpoint to resume from in {load_dir}; train without --load-dir")
             path = load_dir / f"step-{steps[-1]:09d}.ckpt"
         if path is None:
             CONSOLE.print("No checkpoint to load: training from scratch.")
             return
         if not Path(path).is_file():
-            raise SystemExit(f"error: checkpoint {path} does not exist; check --load-checkpoint")
+            raise CheckpointError(f"checkpoint {path} does not exist; check --load-checkpoint")
         state = torch.load(path, map_location="cpu")
         self._start_step = state["step"] + 1
         try:
@@ -437,8 +398,8 @@ class AccelTrainer(Trainer):
             mismatch = next((line.strip() for line in str(error).splitlines() if "size mismatch" in line), None)
             if mismatch is None:
                 raise
-            raise SystemExit(
-                f"error: checkpoint {path} was trained with other model sizes than this run's ({mismatch}); resume with "
+            raise CheckpointError(
+                f"checkpoint {path} was trained with other model sizes than this run's ({mismatch}); resume with "
                 f"the sizes in that run's config.yml (e.g. --pipeline.model.log2-hashmap-size, --pipeline.model.grid-resolution)"
             ) from None
         self.optimizers.load_optimizers(state["optimizers"])
@@ -467,6 +428,4 @@ class AccelTrainer(Trainer):
             super().train()
         finally:
             self.config.max_num_iterations = total
-            close = getattr(self.pipeline.datamanager, "close", None)
-            if close is not None:  # the pipelined input sampler's producer thread
-                close()
+            self.pipeline.datamanager.close()  # the pipelined input sampler's producer thread

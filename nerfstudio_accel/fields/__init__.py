@@ -1,1 +1,1 @@
-"""Radiance fields exposing pre-activation outputs."""
+"""Assembled radiance fields (hash grid + MLPs) that expose pre-activation outputs."""

@@ -1,6 +1,6 @@
 """HashGridField: an Instant-NGP radiance field that exposes its pre-activation outputs.
 
-Built from our multiresolution hash encoding (:mod:`nerfstudio_accel.fields.hash_encoding`: torch reference,
+Built from our multiresolution hash encoding (:mod:`nerfstudio_accel.encodings.hash_encoding`: torch reference,
 fused kernels or tiny-cuda-nn over one table layout) and nerfstudio's ``SHEncoding`` and ``MLP``, which run
 on tiny-cuda-nn when it is installed and the field lives on CUDA, pure PyTorch otherwise.
 
@@ -17,53 +17,15 @@ from jaxtyping import Float, Int
 from nerfstudio.field_components.activations import trunc_exp
 from nerfstudio.field_components.encodings import SHEncoding
 from nerfstudio.field_components.mlp import MLP
-from nerfstudio.utils import external
 from torch import Tensor, nn
 
-from nerfstudio_accel.fields.hash_encoding import MultiresHashEncoding
-from nerfstudio_accel.fields.hash_layout import HashGridLayout
+from nerfstudio_accel.encodings.hash_encoding import MultiresHashEncoding
+from nerfstudio_accel.kernels.hash_layout import HashGridLayout
 
 MAX_LOG_DENSITY = 60.0
 """Cap on the density exponent: ``exp(60)`` per world unit is opaque over any interval, and finite."""
 
 FieldImplementation = Literal["auto", "tcnn", "torch"]
-
-
-def tcnn_unavailable_reason(device_type: str) -> str:
-    """Empty when tiny-cuda-nn runs for ``device_type`` here, else one line saying why not.
-
-    Uses nerfstudio's own import probe, so a tiny-cuda-nn that is installed but fails to import
-    counts as unavailable (nerfstudio's modules then silently build their torch versions).
-    """
-    if device_type != "cuda":
-        return f"tiny-cuda-nn needs a CUDA device (this run is on {device_type})"
-    if not external.TCNN_EXISTS:
-        return "tiny-cuda-nn does not import here"
-    return ""
-
-
-def resolve_implementation(requested: FieldImplementation, device_type: str) -> Literal["tcnn", "torch"]:
-    """``auto`` -> ``tcnn`` where tiny-cuda-nn runs on ``device_type``, else ``torch``; explicit choices
-    pass through (:func:`check_implementation` refuses a ``tcnn`` that cannot run)."""
-    if requested not in ("auto", "tcnn", "torch"):
-        raise ValueError(f"unknown field implementation {requested!r}; choose auto, tcnn or torch")
-    if requested == "auto":
-        return "torch" if tcnn_unavailable_reason(device_type) else "tcnn"
-    return requested
-
-
-def check_implementation(implementation: str, device_type: str, method: str) -> None:
-    """Raise ``SystemExit`` with one line when a model configured for tiny-cuda-nn cannot build here.
-
-    tiny-cuda-nn and torch store their parameters in different layouts, so a checkpoint made with
-    one does not load into the other: building the torch twin silently would fail later, less clearly.
-    """
-    reason = tcnn_unavailable_reason(device_type) if implementation == "tcnn" else ""
-    if reason:
-        raise SystemExit(
-            f"error: this {method} model uses tiny-cuda-nn (implementation: tcnn in its config.yml), but {reason}; "
-            f"open it on a CUDA machine with tiny-cuda-nn, or train with --pipeline.model.implementation torch"
-        )
 
 
 def grid_coordinates(positions: Float[Tensor, "n 3"], aabb: Float[Tensor, "2 3"], contract: bool) -> Float[Tensor, "n 3"]:
@@ -87,7 +49,8 @@ class HashGridField(nn.Module):
         contract: map unbounded space into the grid (inf-norm scene contraction around the box).
         num_levels, min_res, max_res, log2_hashmap_size, features_per_level: hash-grid shape.
         hidden_dim, geo_feat_dim, hidden_dim_color, num_layers_color: MLP sizes.
-        implementation: MLPs and direction encoding on ``tcnn`` or ``torch`` (see :func:`resolve_implementation`);
+        implementation: MLPs and direction encoding on ``tcnn`` or ``torch``, resolved
+            (:func:`~nerfstudio_accel.kernels.backends.resolve_implementation`);
             nerfstudio's modules build their torch versions when tiny-cuda-nn does not import.
         hash_backend: the position encoding's backend, resolved (``torch``, ``kernel`` or ``tcnn``).
         num_images, appearance_dim: a learned ``appearance_dim``-vector per training image, fed to the colour

@@ -13,9 +13,9 @@ from jaxtyping import Float
 from nerfstudio.field_components.mlp import MLP
 from torch import Tensor, nn
 
-from nerfstudio_accel.fields.hash_encoding import MultiresHashEncoding
+from nerfstudio_accel.encodings.hash_encoding import MultiresHashEncoding
 from nerfstudio_accel.fields.hash_grid_field import HashGridField, grid_coordinates
-from nerfstudio_accel.fields.hash_layout import HashGridLayout
+from nerfstudio_accel.kernels.hash_layout import HashGridLayout
 
 
 class ProposalDensityField(nn.Module):

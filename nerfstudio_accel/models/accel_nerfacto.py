@@ -1,4 +1,4 @@
-"""accel-nerfacto: nerfstudio's nerfacto behind the seams hard sample mining drives.
+"""accel-nerfacto: nerfstudio's nerfacto behind :class:`~nerfstudio_accel.models.base.AccelModel`'s seams.
 
 The model is nerfacto (proposal sampling, hash-grid field with appearance embedding, nerfstudio's
 renderers and losses), split into:
@@ -10,7 +10,8 @@ renderers and losses), split into:
 
 With the hard-mining pipeline the main field learns from the hard samples only; with
 ``--pipeline.hard-mining False`` it is nerfacto. Two nerfacto options need the main field's outputs
-with a graph for every sample (normal prediction, distance-squared gradient scaling); they are refused.
+with a graph for every sample (normal prediction, distance-squared gradient scaling); they are refused
+when the config is resolved.
 LPIPS is computed only when its weights are on disk (see :mod:`nerfstudio_accel.metrics`).
 """
 
@@ -31,13 +32,17 @@ from nerfstudio.fields.nerfacto_field import NerfactoField
 from nerfstudio.models.nerfacto import NerfactoModel, NerfactoModelConfig
 from torch import Tensor, nn
 
-from nerfstudio_accel.fields.hash_grid_field import FieldImplementation, check_implementation, resolve_implementation
+from nerfstudio_accel.data.scene_checks import SceneFacts
+from nerfstudio_accel.errors import ConfigError
+from nerfstudio_accel.fields.hash_grid_field import FieldImplementation
 from nerfstudio_accel.geometry import pose_corrected_rays
-from nerfstudio_accel.metrics import load_lpips
+from nerfstudio_accel.kernels.backends import check_implementation, resolve_implementation
+from nerfstudio_accel.metrics import UnavailableLPIPS, lpips_without_downloads
+from nerfstudio_accel.models.base import AccelModel, AccelModelConfig
 
 
 @dataclass
-class AccelNerfactoModelConfig(NerfactoModelConfig):
+class AccelNerfactoModelConfig(AccelModelConfig, NerfactoModelConfig):
     """nerfacto with sample / field_raw / render seams (see module docstring)."""
 
     _target: Type = field(default_factory=lambda: AccelNerfactoModel)
@@ -45,9 +50,18 @@ class AccelNerfactoModelConfig(NerfactoModelConfig):
     """Field kernels: tiny-cuda-nn (tcnn) or pure PyTorch (torch); auto: tcnn on CUDA when tiny-cuda-nn
     imports, else torch. Written into config.yml as tcnn or torch when training starts."""
 
-    def resolve_device_defaults(self, device_type: str) -> None:
-        """Resolve ``implementation=auto`` for ``device_type`` in place (the two store different parameters)."""
+    def _resolve(self, device_type: str, scene: SceneFacts) -> None:
+        """``implementation=auto`` for ``device_type`` (the two store different parameters); the nerfacto
+        options the seams cannot serve are refused."""
+        if self.predict_normals or self.use_gradient_scaling:
+            raise ConfigError(
+                "accel-nerfacto does not support --pipeline.model.predict-normals or "
+                "--pipeline.model.use-gradient-scaling; use nerfacto for those"
+            )
         self.implementation = resolve_implementation(self.implementation, device_type)  # type: ignore[assignment]
+
+    def uses_tcnn(self) -> bool:
+        return self.implementation == "tcnn"
 
 
 @dataclass
@@ -123,37 +137,28 @@ class RawColorNerfactoField(NerfactoField):
 
 
 @contextmanager
-def _nerfacto_modules_swapped():
-    """While nerfacto's ``populate_modules`` runs: build our field class, and LPIPS through
-    :func:`load_lpips` (``None`` offline) instead of a constructor that downloads AlexNet."""
-    import torchmetrics.image.lpip as lpip_module
+def _nerfacto_field_swapped():
+    """While nerfacto's ``populate_modules`` runs: it builds our field class."""
     from nerfstudio.models import nerfacto as nerfacto_module
 
-    originals = (nerfacto_module.NerfactoField, lpip_module.LearnedPerceptualImagePatchSimilarity)
+    original = nerfacto_module.NerfactoField
     nerfacto_module.NerfactoField = RawColorNerfactoField  # type: ignore[misc]
-    lpip_module.LearnedPerceptualImagePatchSimilarity = lambda *args, **kwargs: load_lpips()  # type: ignore[misc]
     try:
         yield
     finally:
-        nerfacto_module.NerfactoField, lpip_module.LearnedPerceptualImagePatchSimilarity = originals  # type: ignore[misc]
+        nerfacto_module.NerfactoField = original  # type: ignore[misc]
 
 
-class AccelNerfactoModel(NerfactoModel):
+class AccelNerfactoModel(AccelModel, NerfactoModel):
     """nerfacto split into the hard-mining seams."""
 
     config: AccelNerfactoModelConfig
     field: RawColorNerfactoField
 
     def populate_modules(self) -> None:
-        if self.config.predict_normals or self.config.use_gradient_scaling:
-            raise SystemExit(
-                "error: accel-nerfacto does not support --pipeline.model.predict-normals or "
-                "--pipeline.model.use-gradient-scaling; use nerfacto for those"
-            )
         device_type = torch.device(self.kwargs.get("device", "cpu")).type
-        self.config.resolve_device_defaults(device_type)  # a no-op for configs that ns-train saved
         check_implementation(self.config.implementation, device_type, "accel-nerfacto")
-        with _nerfacto_modules_swapped():
+        with _nerfacto_field_swapped(), lpips_without_downloads():
             super().populate_modules()
 
     # --- the three seams -------------------------------------------------------------------------
@@ -211,12 +216,7 @@ class AccelNerfactoModel(NerfactoModel):
 
     def get_image_metrics_and_images(self, outputs, batch):
         """nerfacto's metrics and images, with LPIPS left out when its weights are not on disk."""
-        if self.lpips is not None:
-            return super().get_image_metrics_and_images(outputs, batch)
-        self.lpips = lambda *args: torch.tensor(float("nan"))
-        try:
-            metrics, images = super().get_image_metrics_and_images(outputs, batch)
-        finally:
-            self.lpips = None
-        metrics.pop("lpips")
+        metrics, images = super().get_image_metrics_and_images(outputs, batch)
+        if isinstance(self.lpips, UnavailableLPIPS):
+            metrics.pop("lpips")
         return metrics, images

@@ -1,49 +1,48 @@
-"""accel-ngp: Instant-NGP style model that samples rays through an occupancy grid (with or without nerfacc's
-CUDA ops) or through proposal density fields (unbounded captures), behind one flag.
-
-A training step goes through three seams that pipelines (e.g. hard sample mining) can drive one by one:
-
-- :meth:`AccelNGPModel.sample`: rays -> packed samples (occupied space, or the proposal fields' picks);
-- :meth:`AccelNGPModel.field_raw`: samples -> pre-activation density ``sigma'`` and colour ``c'``;
-- :meth:`AccelNGPModel.render`: raw outputs -> activated, composited pixels in fp32.
-
-Plus :meth:`AccelNGPModel.sample_and_forward`, the no-grad forward over all samples that hard sample
-mining scores: it reuses the culling pass's density head, so scoring costs only the colour MLP.
+"""accel-ngp: an Instant-NGP model that samples rays through one :class:`~nerfstudio_accel.sampling.base.Sampler`:
+an occupancy grid (object scenes; with or without nerfacc's CUDA ops) or proposal density fields
+(unbounded captures), behind one flag. It implements :class:`~nerfstudio_accel.models.base.AccelModel`'s seams;
+its scoring forward reuses the culling pass's density head, so scoring costs only the colour MLP.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
-from dataclasses import MISSING, dataclass, field, fields
-from typing import Dict, List, Literal, Optional, Tuple, Type, Union
+from dataclasses import dataclass, field
+from typing import Dict, List, Literal, Optional, Tuple, Type
 
 import torch
 from jaxtyping import Float, Int
 from nerfstudio.cameras.camera_optimizers import CameraOptimizerConfig
 from nerfstudio.cameras.rays import RayBundle
 from nerfstudio.engine.callbacks import TrainingCallback, TrainingCallbackAttributes, TrainingCallbackLocation
-from nerfstudio.models.base_model import Model, ModelConfig
 from nerfstudio.utils import colormaps
 from torch import Tensor
 from torch.nn import Parameter
 
-from nerfstudio_accel.fields.hash_encoding import HashBackend, check_hash_backend, resolve_hash_backend, runnable_hash_backend
-from nerfstudio_accel.fields.hash_grid_field import (
-    FieldImplementation,
-    HashGridField,
-    check_implementation,
-    resolve_implementation,
-)
+from nerfstudio_accel.data.scene_checks import SceneFacts
+from nerfstudio_accel.errors import ConfigError
+from nerfstudio_accel.fields.hash_grid_field import FieldImplementation, HashGridField
 from nerfstudio_accel.fields.proposal_field import ProposalDensityField
 from nerfstudio_accel.geometry import pose_corrected_rays
+from nerfstudio_accel.kernels.backends import (
+    HashBackend,
+    SamplerBackend,
+    check_hash_backend,
+    check_implementation,
+    check_sampler_backend,
+    resolve_hash_backend,
+    resolve_implementation,
+    runnable_hash_backend,
+)
 from nerfstudio_accel.metrics import ImageMetrics
+from nerfstudio_accel.models.base import AccelModel, AccelModelConfig
 from nerfstudio_accel.rendering import (
     BackgroundMode, background_colors, composite_ground_truth, depth_over_background, render_packed,
 )
-from nerfstudio_accel.sampling.occupancy import MarchingOptions, OccupancySampler, SamplerBackend, check_sampler_backend, evaluate_in_chunks
-from nerfstudio_accel.sampling import torch_ops
+from nerfstudio_accel.sampling.base import Sampler
+from nerfstudio_accel.sampling.occupancy import GridUpdateOptions, MarchingOptions, OccupancySampler
 from nerfstudio_accel.sampling.packed import PackedSamples
-from nerfstudio_accel.sampling import proposal_ops
 from nerfstudio_accel.sampling.proposal import ProposalSampler
 
 logger = logging.getLogger(__name__)
@@ -58,7 +57,7 @@ class AutoCameraOptimizerConfig(CameraOptimizerConfig):
 
 
 @dataclass
-class AccelNGPModelConfig(ModelConfig):
+class AccelNGPModelConfig(AccelModelConfig):
     """accel-ngp model: hash-grid field + occupancy-grid sampling + fp32 packed rendering."""
 
     _target: Type = field(default_factory=lambda: AccelNGPModel)
@@ -147,39 +146,12 @@ class AccelNGPModelConfig(ModelConfig):
     (tcnn) or the pure-PyTorch reference (torch); auto: tcnn where it runs, else kernel where it runs,
     else torch. All read one table layout, so checkpoints move between backends and devices."""
 
-    def resolve_device_defaults(self, device_type: str) -> None:
-        """Fill every unset device-dependent choice for ``device_type`` (``cuda``, ``cpu``, ``mps``) in place,
-        so that the saved config holds numbers and a checkpoint rebuilds the same model on any device."""
-        on_cuda = device_type == "cuda"
-        if self.log2_hashmap_size is None:
-            self.log2_hashmap_size = 19 if on_cuda else 15
-        if self.grid_resolution is None:
-            self.grid_resolution = 128 if on_cuda else 64
-        if self.num_samples is None:
-            self.num_samples = 48 if on_cuda else 32
-        if self.proposal_samples is None:  # one count per proposal field
-            counts = (256, 96) if on_cuda else (128, 64)
-            self.proposal_samples = tuple(counts[min(i, 1)] for i in range(len(self.proposal_max_res)))
-        self.implementation = resolve_implementation(self.implementation, device_type)
-        if self.hash_backend == "auto":
-            self.hash_backend = resolve_hash_backend(self.hash_backend, device_type)
-            logger.info("accel-ngp: hash encoding backend %s on %s (--pipeline.model.hash-backend)", self.hash_backend, device_type)
-
-    def __setstate__(self, state: Dict) -> None:
-        """Open a config.yml saved by an older version: nerfstudio loads it without ``__init__``, so fields
-        added since (some with ``default_factory``, which leaves no class attribute) get their defaults;
-        one saved before the proposal sampler existed keeps the model it described (occupancy grid, no
-        appearance embedding, no per-ray cap) so its checkpoint loads."""
-        if "sampler" not in state:
-            state = {"sampler": "occupancy", "appearance_embedding_dim": 0, "max_samples_per_ray": 0,
-                     "camera_optimizer": CameraOptimizerConfig(mode="off"), **state}
-        for spec in fields(self):
-            if spec.name not in state and spec.default_factory is not MISSING:  # type: ignore[misc]
-                state[spec.name] = spec.default_factory()  # type: ignore[misc]
-        self.__dict__.update(state)
-
-    def resolve_data_defaults(self) -> None:
-        """Fill the choices that follow from ``scene_contraction`` (resolved from the data parser first)."""
+    def _resolve(self, device_type: str, scene: SceneFacts) -> None:
+        """Scene contraction from the scene (off for object scenes), what follows from it (sampler, appearance
+        embedding, per-ray cap, pose refinement), the background from the images' alpha, the sizes that
+        depend on the device, and the kernels that run there; explicit choices that cannot run are refused."""
+        if self.scene_contraction == "auto":
+            self.scene_contraction = "off" if scene.bounded else "on"
         contract = self.scene_contraction == "on"
         if self.sampler == "auto":
             self.sampler = "proposal" if contract else "occupancy"
@@ -190,32 +162,48 @@ class AccelNGPModelConfig(ModelConfig):
             self.max_samples_per_ray = 256 if contract else 1024
         if self.camera_optimizer.mode == "auto":
             self.camera_optimizer.mode = "SO3xR3" if contract else "off"
-        if self.sampler == "proposal" and self.proposal_samples is not None and len(self.proposal_samples) != len(self.proposal_max_res):
-            raise SystemExit(
-                f"error: --pipeline.model.proposal-samples names {len(self.proposal_samples)} rounds but "
+        self._resolve_background(scene.images_have_alpha)
+        on_cuda = device_type == "cuda"
+        if self.log2_hashmap_size is None:
+            self.log2_hashmap_size = 19 if on_cuda else 15
+        if self.grid_resolution is None:
+            self.grid_resolution = 128 if on_cuda else 64
+        if self.num_samples is None:
+            self.num_samples = 48 if on_cuda else 32
+        if self.proposal_samples is None:  # one count per proposal field
+            counts = (256, 96) if on_cuda else (128, 64)
+            self.proposal_samples = tuple(counts[min(i, 1)] for i in range(len(self.proposal_max_res)))
+        if self.sampler == "proposal" and len(self.proposal_samples) != len(self.proposal_max_res):
+            raise ConfigError(
+                f"--pipeline.model.proposal-samples names {len(self.proposal_samples)} rounds but "
                 f"--pipeline.model.proposal-max-res {len(self.proposal_max_res)}; give one resolution per round"
             )
-
-    def resolve_background(self, images_have_alpha: bool) -> Optional[str]:
-        """Resolve ``background`` for training images with or without alpha, in place; returns a warning
-        when an explicit ``random`` cannot apply (no alpha: white instead), else None."""
-        if self.background == "auto":
-            self.background = "random" if images_have_alpha else "white"
-        elif self.background == "random" and not images_have_alpha:
-            self.background = "white"
-            return "--pipeline.model.background random needs images with alpha; these have none: using white"
-        return None
-
-    def check_device(self, device_type: str) -> None:
-        """Raise ``ValueError`` (one line) for an explicit choice that cannot run on ``device_type``
-        (AccelTrainer calls this before training; a saved model opens anywhere, see ``populate_modules``)."""
+        self.implementation = resolve_implementation(self.implementation, device_type)
+        if self.hash_backend == "auto":
+            self.hash_backend = resolve_hash_backend(self.hash_backend, device_type)
+            logger.info("accel-ngp: hash encoding backend %s on %s (--pipeline.model.hash-backend)", self.hash_backend, device_type)
         check_hash_backend(self.hash_backend, device_type)
         if self.sampler == "occupancy":
             check_sampler_backend(self.sampler_backend, device_type)
 
+    def _resolve_background(self, images_have_alpha: Optional[bool]) -> None:
+        """``auto``: random with alpha, white without (or unknown); an explicit ``random`` without alpha
+        becomes white, with a warning."""
+        if self.background == "auto":
+            self.background = "random" if images_have_alpha else "white"
+        elif self.background == "random" and images_have_alpha is False:
+            self.background = "white"
+            logger.warning("--pipeline.model.background random needs images with alpha; these have none: using white")
 
-class AccelNGPModel(Model):
-    """Instant-NGP on an occupancy grid, with a torch reference path for every nerfacc op."""
+    def reads_alpha(self) -> bool:
+        return True
+
+    def uses_tcnn(self) -> bool:
+        return "tcnn" in (self.implementation, self.hash_backend)
+
+
+class AccelNGPModel(AccelModel):
+    """Instant-NGP behind the accel seams, sampling through one :class:`~nerfstudio_accel.sampling.base.Sampler`."""
 
     config: AccelNGPModelConfig
 
@@ -223,10 +211,6 @@ class AccelNGPModel(Model):
         super().populate_modules()
         cfg = self.config
         device = torch.device(self.kwargs.get("device", "cpu"))
-        cfg.resolve_device_defaults(device.type)  # a no-op for configs that ns-train saved
-        if cfg.scene_contraction == "auto":  # a model built outside AccelPipeline: bounded unless told
-            cfg.scene_contraction = "off"
-        cfg.resolve_data_defaults()
         assert cfg.log2_hashmap_size is not None and cfg.grid_resolution is not None
         assert cfg.num_samples is not None and cfg.proposal_samples is not None
         check_implementation(cfg.implementation, device.type, "accel-ngp")
@@ -247,23 +231,24 @@ class AccelNGPModel(Model):
             appearance_dim=cfg.appearance_embedding_dim or 0,
         )
         self.camera_optimizer = cfg.camera_optimizer.setup(num_cameras=self.num_train_data, device="cpu")
-        self.sampler: Union[OccupancySampler, ProposalSampler]
+        self.sampler = self._build_sampler(aabb, contract, hash_backend, device)
+        self.image_metrics = ImageMetrics()
+
+    def _build_sampler(self, aabb: Float[Tensor, "2 3"], contract: bool, hash_backend: str, device: torch.device) -> Sampler:
+        cfg = self.config
+        diagonal = float(torch.linalg.norm(aabb[1] - aabb[0]))
         if cfg.sampler == "proposal":
             fields = [
                 ProposalDensityField(aabb, contract, max_res=res, log2_hashmap_size=cfg.proposal_log2_hashmap_size,
                                      implementation=cfg.implementation, hash_backend=hash_backend)
                 for res in cfg.proposal_max_res
             ]
-            self.sampler = ProposalSampler(
+            return ProposalSampler(
                 fields, cfg.proposal_samples, cfg.num_samples, spacing="lindisp" if contract else "linear",
-                anneal_steps=cfg.proposal_anneal_steps,
+                anneal_steps=cfg.proposal_anneal_steps, aabb=None if contract else aabb.flatten(),
+                near_plane=cfg.near_plane, far_plane=cfg.far_plane, distortion=cfg.distortion_loss_mult > 0,
             )
-        else:
-            levels = cfg.grid_levels if cfg.grid_levels is not None else (4 if contract else 1)
-            self.sampler = OccupancySampler(aabb.flatten(), resolution=cfg.grid_resolution, levels=levels, backend=cfg.sampler_backend)
-            self.sampler.backend_for(device)  # resolved (and a fallback warned about) as the model opens
-        diagonal = float(torch.linalg.norm(aabb[1] - aabb[0]))
-        self.marching = MarchingOptions(
+        marching = MarchingOptions(
             render_step_size=cfg.render_step_size if cfg.render_step_size is not None else diagonal / 1000,
             cone_angle=cfg.cone_angle if cfg.cone_angle is not None else (1 / 256 if contract else 0.0),
             near_plane=cfg.near_plane,
@@ -272,126 +257,70 @@ class AccelNGPModel(Model):
             early_stop_eps=cfg.early_stop_eps,
             max_samples_per_ray=cfg.max_samples_per_ray or None,
         )
-        self.record_sampling = False
-        """Count this training step's culled samples into :attr:`last_sampling` (the viewer's Accel panel
-        turns this on for the steps it reads; off, a step pays nothing for it)."""
-        self.last_sampling: Dict[str, Union[int, Tensor]] = {}
-        """Sample counts of the last training step on the occupancy path (see :meth:`sampling_figures`)."""
-        self.image_metrics = ImageMetrics()
+        grid_update = GridUpdateOptions(
+            every_n_steps=cfg.grid_update_every, warmup_steps=cfg.grid_warmup_steps,
+            ema_decay=cfg.grid_ema_decay, occupancy_threshold=cfg.occupancy_threshold,
+        )
+        levels = cfg.grid_levels if cfg.grid_levels is not None else (4 if contract else 1)
+        sampler = OccupancySampler(
+            aabb.flatten(), resolution=cfg.grid_resolution, levels=levels, backend=cfg.sampler_backend,
+            marching=marching, grid_update=grid_update,
+        )
+        sampler.backend_for(device)  # resolved (and a fallback warned about) as the model opens
+        return sampler
 
-    def sampling_figures(self) -> Dict[str, float]:
-        """The last training step's sample counts (``candidates`` marched, ``kept`` after culling,
-        ``alpha_culled``) and, for the occupancy grid, its ``occupied_fraction``; read by the viewer's
-        Accel panel (this reading waits for the device)."""
-        figures = {name: float(value) for name, value in self.last_sampling.items()}
-        if isinstance(self.sampler, OccupancySampler):
-            figures["occupied_fraction"] = self.sampler.occupied_fraction()
-        return figures
+    def own_sampler(self) -> Sampler:
+        return self.sampler
 
     @property
     def background_mode(self) -> BackgroundMode:
-        """The configured background; ``auto`` not yet resolved from the data (a model built outside
-        training) renders white, as ``random`` does outside training."""
-        return "white" if self.config.background == "auto" else self.config.background
-
-    @property
-    def uses_proposal(self) -> bool:
-        return isinstance(self.sampler, ProposalSampler)
+        """The resolved background (``random`` renders white outside training)."""
+        return self.config.background  # type: ignore[return-value]
 
     def get_param_groups(self) -> Dict[str, List[Parameter]]:
-        """The radiance field and proposal fields train together; the camera optimizer has its own group."""
-        groups = {"fields": list(self.field.parameters()) + (list(self.sampler.parameters()) if self.uses_proposal else [])}
+        """The radiance field and the sampler's own fields, if any, train together; the camera optimizer has its own group."""
+        groups = {"fields": list(self.field.parameters()) + list(self.sampler.parameters())}
         self.camera_optimizer.get_param_groups(param_groups=groups)
         return groups
 
     def get_training_callbacks(self, training_callback_attributes: TrainingCallbackAttributes) -> List[TrainingCallback]:
-        sampler = self.sampler
-
         def update_sampler(step: int) -> None:
-            if isinstance(sampler, ProposalSampler):
-                sampler.update(step)
-                return
-            sampler.update(
-                step,
-                self.field.density,
-                self.marching.render_step_size,
-                occupancy_threshold=self.config.occupancy_threshold,
-                ema_decay=self.config.grid_ema_decay,
-                warmup_steps=self.config.grid_warmup_steps,
-                every_n_steps=self.config.grid_update_every,
-            )
+            self.sampler.update(step, self.field.density)
 
         return [TrainingCallback([TrainingCallbackLocation.BEFORE_TRAIN_ITERATION], update_sampler, update_every_num_iters=1)]
 
     # --- the three seams -------------------------------------------------------------------------
 
     def sample(self, ray_bundle: RayBundle) -> PackedSamples:
-        """Packed samples: through occupied space, culled by opacity and early stop (no graph), or the
-        proposal fields' ``num_samples`` per ray (with the proposal fields' graph when grad is on)."""
+        """The sampler's packed samples of the pose-corrected rays (the occupancy grid's without a graph, the
+        proposal fields' with theirs when grad is on), holding the uncorrected rays for :meth:`field_raw`."""
+        return self._sample(ray_bundle, self.field.density)
+
+    def _sample(self, ray_bundle: RayBundle, density_fn) -> PackedSamples:
         origins, directions, cameras, nears, fars = self._rays(ray_bundle)
         with torch.no_grad():
             marched_origins, marched_directions = self._pose_corrected(origins, directions, cameras)
-        if isinstance(self.sampler, ProposalSampler):
-            return self._propose(origins, directions, cameras, marched_origins, marched_directions, nears, fars)
-        ray_indices, t_starts, t_ends = self.sampler.sample(
-            marched_origins, marched_directions, self.marching, density_fn=self.field.density, near_planes=nears,
-            far_planes=fars, stratified=self._stratified,
-        )
-        return PackedSamples(ray_indices, t_starts, t_ends, origins, directions, cameras)
-
-    def _propose(self, origins, directions, cameras, marched_origins, marched_directions, nears, fars) -> PackedSamples:
-        """Proposal sampling between each ray's near and far distance (the box's entry and exit when bounded)."""
-        assert isinstance(self.sampler, ProposalSampler)
-        n_rays = origins.shape[0]
-        near = torch.full((n_rays,), self.marching.near_plane, device=origins.device)
-        far = torch.full((n_rays,), self.marching.far_plane, device=origins.device)
-        if not self.field.contract:
-            enter, exit_, _ = torch_ops.ray_aabb_intersect(marched_origins, marched_directions, self.field.aabb.flatten())
-            near, far = torch.maximum(near, enter), torch.minimum(far, exit_)
-        if nears is not None:
-            near = torch.maximum(near, nears)
-        if fars is not None:
-            far = torch.minimum(far, fars)
-        distances, rounds = self.sampler.sample(marched_origins, marched_directions, near, far, stratified=self._stratified)
-        m = distances.shape[1] - 1
-        ray_indices = torch.arange(n_rays, device=origins.device).repeat_interleave(m)
-        return PackedSamples(
-            ray_indices, distances[:, :-1].reshape(-1), distances[:, 1:].reshape(-1), origins, directions, cameras, rounds
-        )
+        samples = self.sampler.sample(marched_origins, marched_directions, nears, fars, density_fn, self._stratified)
+        return dataclasses.replace(samples, origins=origins, directions=directions, camera_indices=cameras)
 
     def sample_and_forward(self, ray_bundle: RayBundle) -> Tuple[PackedSamples, Float[Tensor, "n 1"], Float[Tensor, "n 3"]]:
-        """:meth:`sample` and :meth:`field_raw` of its samples, the field without a graph (the proposal
-        fields keep theirs). With the occupancy grid, the density head that culls the marched candidates
-        is kept for the survivors, so only the colour MLP is added."""
-        if self.uses_proposal:
-            samples = self.sample(ray_bundle)
-            with torch.no_grad():
-                return (samples, *self.field_raw(samples))
+        """:meth:`sample` and :meth:`field_raw` of its samples, the field without a graph (a learning sampler
+        keeps its own). When the sampler culled by density, the density heads it computed are kept for the
+        survivors, so only the colour MLP is added."""
+        heads: List[Tensor] = []
+
+        def density_keeping_heads(points: Float[Tensor, "n 3"]) -> Float[Tensor, "n 1"]:
+            heads.append(self.field.density_head(points))
+            return self.field.activate_density(heads[-1][:, :1])
+
+        samples = self._sample(ray_bundle, density_keeping_heads)
         with torch.no_grad():
-            return self._march_and_forward(ray_bundle)
-
-    def _march_and_forward(self, ray_bundle: RayBundle) -> Tuple[PackedSamples, Float[Tensor, "n 1"], Float[Tensor, "n 3"]]:
-        assert isinstance(self.sampler, OccupancySampler)
-        origins, directions, cameras, nears, fars = self._rays(ray_bundle)
-        marched_origins, marched_directions = self._pose_corrected(origins, directions, cameras)
-        marched = self.sampler.march(marched_origins, marched_directions, self.marching, nears, fars, stratified=self._stratified)
-        candidates = PackedSamples(*marched, marched_origins, marched_directions, cameras)
-        if candidates.n_samples == 0 or not self.marching.culls:
-            return (candidates, *self.field_raw(candidates))
-        heads = evaluate_in_chunks(self.field.density_head, candidates.positions)
-        densities = self.field.activate_density(heads[:, :1]).reshape(-1)
-        visible = self.sampler.visible(
-            candidates.ray_indices, candidates.t_starts, candidates.t_ends, densities, candidates.n_rays, self.marching
-        )
-        keep = torch.nonzero(visible).reshape(-1)
-        if self.training and self.record_sampling:
-            alphas = 1.0 - torch.exp(-densities * (candidates.t_ends - candidates.t_starts))
-            threshold = self.sampler.effective_alpha_threshold(self.marching)
-            self.last_sampling = {"candidates": candidates.n_samples, "kept": keep.numel(), "alpha_culled": (alphas < threshold).sum()}
-        samples = PackedSamples(candidates.ray_indices[keep], candidates.t_starts[keep], candidates.t_ends[keep], origins, directions, cameras)
-        heads = heads[keep]
-        return samples, heads[:, :1], self.field.color_raw(heads[:, 1:], candidates.sample_directions[keep], samples.sample_camera_indices)
-
+            if samples.density_index is None:
+                return (samples, *self.field_raw(samples))
+            kept = torch.cat(heads)[samples.density_index]
+            origins, directions = self._pose_corrected(samples.origins, samples.directions, samples.camera_indices)
+            color = self.field.color_raw(kept[:, 1:], directions[samples.ray_indices], samples.sample_camera_indices)
+            return samples, kept[:, :1], color
     @property
     def _stratified(self) -> bool:
         """Jittered lattices in training only: evaluation and the viewer stay deterministic."""
@@ -425,21 +354,17 @@ class AccelNGPModel(Model):
     def render(
         self, samples: PackedSamples, raw_density: Float[Tensor, "n 1"], raw_color: Float[Tensor, "n 3"]
     ) -> Dict[str, Tensor]:
-        """Activations and fp32 compositing over this step's background colours; in training with the
-        proposal sampler, also the interlevel loss of the rounds the samples came through."""
+        """Activations and fp32 compositing over this step's background colours; in training, also the
+        sampler's own losses (the proposal fields' interlevel loss)."""
         density, color = self.field.activate(raw_density, raw_color)
         background = background_colors(self.background_mode, samples.n_rays, density.device, self.training)
-        use_nerfacc = isinstance(self.sampler, OccupancySampler) and self.sampler.backend_for(density.device) == "nerfacc"
-        outputs = render_packed(samples, density, color, background, use_nerfacc=use_nerfacc)
+        outputs = render_packed(samples, density, color, background, use_nerfacc=self.sampler.composites_with_nerfacc(density.device))
         outputs["background"] = background
         outputs["num_samples_per_ray"] = samples.samples_per_ray().float()[:, None]  # an image like the others: float, (n_rays, 1)
         if not self.training:
             outputs["depth"] = depth_over_background(outputs["depth"], outputs["accumulation"], samples.origins, self.scene_box.aabb)
-        if self.training and samples.proposal is not None and samples.n_rays > 0:
-            weights = outputs["weights"].reshape(samples.n_rays, -1)
-            outputs["interlevel_loss"] = ProposalSampler.interlevel_loss(samples.proposal, weights)
-            if self.config.distortion_loss_mult > 0:
-                outputs["distortion_loss"] = proposal_ops.distortion_loss(samples.proposal.final_edges, weights)
+        else:
+            outputs.update(self.sampler.losses(samples, outputs["weights"]))
         return outputs
 
     # --- nerfstudio Model API --------------------------------------------------------------------
@@ -473,10 +398,10 @@ class AccelNGPModel(Model):
         image = batch["image"].to(self.device)
         target = composite_ground_truth(image, outputs["background"])
         losses = {"rgb_loss": torch.mean((outputs["rgb"] - target) ** 2)}
-        if "interlevel_loss" in outputs:
-            losses["interlevel_loss"] = self.config.interlevel_loss_mult * outputs["interlevel_loss"]
-        if "distortion_loss" in outputs:
-            losses["distortion_loss"] = self.config.distortion_loss_mult * outputs["distortion_loss"]
+        sampler_loss_mults = {"interlevel_loss": self.config.interlevel_loss_mult, "distortion_loss": self.config.distortion_loss_mult}
+        for name, mult in sampler_loss_mults.items():
+            if name in outputs:
+                losses[name] = mult * outputs[name]
         if self.training:
             self.camera_optimizer.get_loss_dict(losses)
         return losses

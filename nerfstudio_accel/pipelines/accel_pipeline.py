@@ -1,14 +1,11 @@
-"""AccelPipeline: nerfstudio's dynamic-batch pipeline plus the set-up accel methods need.
+"""AccelPipeline: nerfstudio's dynamic-batch pipeline for accel models, with the set-up they need.
 
-Before nerfstudio loads any data it
-- resolves ``scene_contraction=auto`` from the data parser (off for blender-data, on otherwise);
-- keeps the alpha channel of RGBA images (nerfstudio's blender parser bakes white into it by
-  default) so the model can blend one background colour into both prediction and target.
-
-Nothing here reads an image while the pipeline is built, so nerfstudio's tools (``ns-render``'s inference
-mode) work from config.yml and a checkpoint alone. What training needs of the data is the trainer's to
-ask for: :func:`check_scene` (the scene folder, one line naming the problem instead of a stack trace) and
-:meth:`AccelPipeline.resolve_training_data_defaults` (choices that follow from the images).
+:meth:`AccelPipelineConfig.resolve` runs once, before nerfstudio writes config.yml: it checks the scene folder
+(:func:`~nerfstudio_accel.data.scene_checks.check_scene`: one line naming the problem instead of a parser's
+stack trace), keeps the alpha channel of RGBA images for models that blend their own background
+(nerfstudio's blender parser bakes white into it by default), fills the device-dependent batch sizes and
+resolves the model's config from the device and the scene. Nothing here reads an image while the pipeline
+is built, so nerfstudio's tools (``ns-render``'s inference mode) work from config.yml and a checkpoint alone.
 
 During training it sizes the ray batch so each step marches about ``target_num_samples`` samples.
 
@@ -19,21 +16,23 @@ and buffers are broadcast once, and the trainer averages gradients after each ba
 
 from __future__ import annotations
 
-import logging
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal, Optional, Type
+from typing import Literal, Optional, Tuple, Type
 
 import torch
-from nerfstudio.data.dataparsers.blender_dataparser import BlenderDataParserConfig
-from nerfstudio.data.dataparsers.colmap_dataparser import ColmapDataParserConfig
-from nerfstudio.data.dataparsers.nerfstudio_dataparser import NerfstudioDataParserConfig
+from jaxtyping import Float, Int
 from nerfstudio.pipelines.dynamic_batch import DynamicBatchPipeline, DynamicBatchPipelineConfig
+from torch import Tensor
 
 from nerfstudio_accel import distributed
-from nerfstudio_accel.data.validation import check_blender_scene, check_colmap_scene, check_nerfstudio_scene
+from nerfstudio_accel.data.prefetching_datamanager import AccelDataManager
+from nerfstudio_accel.data.scene_checks import check_scene
+from nerfstudio_accel.errors import ConfigError
+from nerfstudio_accel.models.base import AccelModel, AccelModelConfig
 
-logger = logging.getLogger(__name__)
+HardSampleBatch = Tuple[Int[Tensor, "B"], Float[Tensor, "B 3"], int, Int[Tensor, "b"]]
+"""A mined batch for the viewer: ``(ray_indices (B,), positions (B, 3), n_rays, hard indices (b,))``."""
 
 
 @dataclass
@@ -48,52 +47,26 @@ class AccelPipelineConfig(DynamicBatchPipelineConfig):
     max_num_rays_per_batch: Optional[int] = None
     """Upper bound on the dynamic ray batch; default 2^16 on CUDA, 2^12 elsewhere."""
 
-    def resolve_device_defaults(self, device_type: str) -> None:
-        """Fill unset device-dependent choices for ``device_type`` in place, the model's too (a CPU step
-        costs ~100x a GPU step per sample), and the data-dependent ones (:func:`prepare_model_config`).
-        AccelTrainer calls this before nerfstudio saves config.yml."""
-        prepare_model_config(self)
+    def resolve(self, device_type: str, eval_split: str = "val") -> None:
+        """Check the scene folder (training and ``eval_split`` views), then fill every unset choice for
+        ``device_type`` and the scene, the model's too (a CPU step costs ~100x a GPU step per sample), in
+        place. Raises :class:`~nerfstudio_accel.errors.AccelError` (one line). Idempotent."""
+        if not isinstance(self.model, AccelModelConfig):
+            raise ConfigError(f"{type(self).__name__} trains accel models only, not {type(self.model).__name__}")
+        parser = self.datamanager.dataparser
+        scene = check_scene(self.scene_data_path(), parser, eval_split)
+        if self.model.reads_alpha() and getattr(parser, "alpha_color", None) is not None:
+            parser.alpha_color = None  # keep RGBA: the model blends the background into prediction and target alike
         on_cuda = device_type == "cuda"
         if self.target_num_samples is None:
             self.target_num_samples = 1 << 18 if on_cuda else 1 << 14
         if self.max_num_rays_per_batch is None:
             self.max_num_rays_per_batch = 1 << 16 if on_cuda else 1 << 12
-        resolve_model = getattr(self.model, "resolve_device_defaults", None)
-        if resolve_model is not None:
-            resolve_model(device_type)
+        self.model.resolve(device_type, scene)
 
-
-def scene_data_path(config: AccelPipelineConfig) -> Optional[Path]:
-    """The scene folder the data manager will read (``--data`` wins over the parser's own)."""
-    data = getattr(config.datamanager, "data", None) or getattr(config.datamanager.dataparser, "data", None)
-    return Path(data) if data is not None else None
-
-
-def check_scene(config: AccelPipelineConfig, test_mode: str) -> None:
-    """Validate the scene folder for the configured parser; raises :class:`SceneDataError`."""
-    data = scene_data_path(config)
-    parser = config.datamanager.dataparser
-    if data is None:
-        return
-    if isinstance(parser, BlenderDataParserConfig):
-        splits = ["train"] + ([test_mode] if test_mode in ("val", "test") else [])
-        check_blender_scene(data, splits)
-    elif isinstance(parser, NerfstudioDataParserConfig):
-        check_nerfstudio_scene(data)
-    elif isinstance(parser, ColmapDataParserConfig):
-        check_colmap_scene(data, parser.colmap_path, parser.images_path, parser.load_3D_points)
-
-
-def prepare_model_config(config: AccelPipelineConfig) -> None:
-    """Resolve data-dependent model defaults in place (before the model is built)."""
-    model, parser = config.model, config.datamanager.dataparser
-    if getattr(model, "scene_contraction", None) == "auto":
-        model.scene_contraction = "off" if isinstance(parser, BlenderDataParserConfig) else "on"
-    resolve_data_defaults = getattr(model, "resolve_data_defaults", None)
-    if resolve_data_defaults is not None:
-        resolve_data_defaults()
-    if getattr(parser, "alpha_color", None) is not None and hasattr(model, "background"):
-        parser.alpha_color = None  # keep RGBA: the model blends the background into prediction and target alike
+    def scene_data_path(self) -> Path:
+        """The scene folder the data manager will read (``--data`` wins over the parser's own)."""
+        return Path(self.datamanager.data or self.datamanager.dataparser.data)
 
 
 class AccelPipeline(DynamicBatchPipeline):
@@ -110,28 +83,35 @@ class AccelPipeline(DynamicBatchPipeline):
         local_rank: int = 0,
         grad_scaler: Optional[torch.cuda.amp.GradScaler] = None,
     ):
-        prepare_model_config(config)
-        config.resolve_device_defaults(torch.device(device).type)  # a no-op for configs that ns-train saved
+        config.model.require_resolved()
         # world_size 1: no DDP wrapper (nerfstudio's is CUDA-only and bypassed by hard mining); see the module docstring
         super().__init__(config, device, test_mode, 1, local_rank, grad_scaler)
+        if not isinstance(self.datamanager, AccelDataManager):
+            raise ConfigError(f"{type(self).__name__} needs an AccelDataManager, not {type(self.datamanager).__name__}")
+        self.datamanager: AccelDataManager
+        self.model: AccelModel
         self.world_size, self.local_rank = world_size, local_rank
         distributed.broadcast_state(self.model)
         self.rays_in_last_batch = 0
         """Rays of the batch the last training step trained on (the trainer weights this rank's gradient by it)."""
 
-    def resolve_training_data_defaults(self) -> None:
-        """The model's choices that follow from the training images (their alpha channel), resolved into its
-        config before training; reads one image. Rank 0 prints what a user should know."""
-        resolve_background = getattr(self.config.model, "resolve_background", None)
-        if resolve_background is None or self.datamanager.train_dataset is None:
-            return
-        warning = resolve_background(self.datamanager.train_dataset.get_image_float32(0).shape[-1] == 4)
-        if warning is not None and distributed.rank() == 0:
-            logger.warning(warning)
+    # --- what the trainer and the viewer's Accel panel read -----------------------------------------
 
-    def get_train_loss_dict(self, step: int):
+    def mines_hard_samples(self) -> bool:
+        """Whether training steps mine hard samples (a pipeline that mines overrides this)."""
+        return False
+
+    def keep_hard_samples(self, keep: bool) -> None:
+        """Keep (or drop and stop keeping) the last mined batch for :meth:`hard_samples`."""
+
+    def hard_samples(self) -> Optional[HardSampleBatch]:
+        """The last mined batch while :meth:`keep_hard_samples` is on, else None."""
+        return None
+
+    def get_train_loss_dict(self, step: int, timed: bool = False):
         """One training batch through the model: ``(outputs, loss_dict, metrics)``; the ray batch then scales
-        toward ``target_num_samples`` for the steps to come."""
+        toward ``target_num_samples`` for the steps to come. ``timed``: the trainer logs this step (a
+        pipeline may add timings that wait for the device)."""
         ray_bundle, batch = self.datamanager.next_train(step)
         outputs = self.model(ray_bundle)
         metrics = self.model.get_metrics_dict(outputs, batch)

@@ -8,9 +8,8 @@ gradients flow through it as the surrogate ``sum(raw_hard * grad_hard)``. The tr
 ``backward()`` (GradScaler, accumulation) does the rest. Under torch.distributed the trainer averages
 the gradients (:mod:`nerfstudio_accel.distributed`) and tau is estimated over every rank's samples.
 
-Works with any model exposing the seams ``sample(ray_bundle)``, ``field_raw(samples)`` and
-``render(samples, raw_density, raw_color)`` (see ``models/accel_ngp.py``), where ``samples.subset(index)``
-selects samples by flat index; ``sample_and_forward(ray_bundle)`` is an optional faster scoring forward.
+It drives any :class:`~nerfstudio_accel.models.base.AccelModel` through its seams: ``sample_and_forward``
+scores, ``render`` gives the output gradients, ``field_raw`` of ``samples.subset(hard)`` builds the graph.
 """
 
 from __future__ import annotations
@@ -27,7 +26,7 @@ from nerfstudio.utils.rich_utils import CONSOLE
 from torch import Tensor
 
 from nerfstudio_accel import distributed
-from nerfstudio_accel.pipelines.accel_pipeline import AccelPipeline, AccelPipelineConfig
+from nerfstudio_accel.pipelines.accel_pipeline import AccelPipeline, AccelPipelineConfig, HardSampleBatch
 
 
 def reaches_parameters(tensor: Tensor, inputs: List[Tensor]) -> bool:
@@ -142,12 +141,19 @@ class HardSampleMiningPipeline(AccelPipeline):
         num_images = max(len(self.datamanager.train_dataset), 1) if self.datamanager.train_dataset is not None else 1
         self.batch_sizer = HardBatchSizer(alpha=1.0 / num_images, min_fraction=config.min_hard_fraction)
         self.last_mining_stats: Dict[str, float] = {}
-        self.record_hard_samples = False
-        """Keep the last mined batch (:attr:`last_hard_samples`) for the viewer's hard-sample overlay."""
-        self.last_hard_samples: Optional[Tuple[Tensor, Tensor, int, Tensor]] = None
-        """``(ray_indices (B,), positions (B, 3), n_rays, hard indices (b,))`` of the last mined batch."""
-        self.steps_per_log = 1
-        """Pass times are measured on steps the trainer logs (set from the trainer in get_training_callbacks)."""
+        self._keeping_hard_samples = False
+        self._last_hard_samples: Optional[HardSampleBatch] = None
+
+    def mines_hard_samples(self) -> bool:
+        return self.config.hard_mining
+
+    def keep_hard_samples(self, keep: bool) -> None:
+        self._keeping_hard_samples = keep
+        if not keep:
+            self._last_hard_samples = None  # a stale batch is neither kept nor drawn when the toggle returns
+
+    def hard_samples(self) -> Optional[HardSampleBatch]:
+        return self._last_hard_samples
 
     def get_extra_state(self) -> Tensor:
         """tau_hat goes into checkpoints with the pipeline's state."""
@@ -158,9 +164,6 @@ class HardSampleMiningPipeline(AccelPipeline):
 
     def get_training_callbacks(self, training_callback_attributes: TrainingCallbackAttributes) -> List[TrainingCallback]:
         callbacks = super().get_training_callbacks(training_callback_attributes)
-        trainer = training_callback_attributes.trainer
-        if trainer is not None:
-            self.steps_per_log = max(trainer.config.logging.steps_per_log, 1)
         if self.config.hard_mining and self.config.print_every > 0 and distributed.rank() == 0:  # one report, not one per rank
             callbacks.append(
                 TrainingCallback([TrainingCallbackLocation.AFTER_TRAIN_ITERATION], self._print_mining, update_every_num_iters=self.config.print_every)
@@ -176,12 +179,13 @@ class HardSampleMiningPipeline(AccelPipeline):
                 f"scoring {stats['hard_mining_scoring_ms']:.0f} ms, graph forward {stats['hard_mining_graph_forward_ms']:.0f} ms"
             )
 
-    def get_train_loss_dict(self, step: int):
+    def get_train_loss_dict(self, step: int, timed: bool = False):
+        """A mined step (:meth:`mined_loss`); pass times are measured when ``timed`` and on print steps."""
         if not self.config.hard_mining:
-            return super().get_train_loss_dict(step)
+            return super().get_train_loss_dict(step, timed)
         ray_bundle, batch = self.datamanager.next_train(step)
         printing = self.config.print_every > 0 and step % self.config.print_every == 0
-        outputs, loss_dict, metrics = self.mined_loss(ray_bundle, batch, time_passes=step % self.steps_per_log == 0 or printing)
+        outputs, loss_dict, metrics = self.mined_loss(ray_bundle, batch, time_passes=timed or printing)
         self._after_training_batch(len(ray_bundle), metrics)
         return outputs, loss_dict, metrics
 
@@ -198,7 +202,7 @@ class HardSampleMiningPipeline(AccelPipeline):
         non-finite loss, which AccelTrainer's guard skips."""
         model = self.model
         start = self._clock(time_passes)
-        samples, raw_density, raw_color = scoring_forward(model, ray_bundle)
+        samples, raw_density, raw_color = model.sample_and_forward(ray_bundle)
         raw = [raw_density.detach().float().requires_grad_(True), raw_color.detach().float().requires_grad_(True)]
         with torch.enable_grad():
             outputs = model.render(samples, *raw)
@@ -242,8 +246,8 @@ class HardSampleMiningPipeline(AccelPipeline):
         if time_passes:
             stats.update(hard_mining_scoring_ms=1000 * scoring_seconds, hard_mining_graph_forward_ms=1000 * graph_seconds)
         self.last_mining_stats = {**self.last_mining_stats, **stats}
-        if self.record_hard_samples:  # positions only: the samples may hold the proposal fields' graph
-            self.last_hard_samples = (samples.ray_indices, samples.positions.detach(), samples.n_rays, hard)
+        if self._keeping_hard_samples:  # positions only: the samples may hold the proposal fields' graph
+            self._last_hard_samples = (samples.ray_indices, samples.positions.detach(), samples.n_rays, hard)
         metrics.update({name: torch.tensor(float(value)) for name, value in stats.items()})
         return outputs, loss_dict, metrics
 
@@ -259,13 +263,3 @@ class HardSampleMiningPipeline(AccelPipeline):
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
 
-
-def scoring_forward(model, ray_bundle):
-    """The no-grad forward over all samples: ``(samples, raw_density, raw_color)``. Uses the model's
-    ``sample_and_forward`` when it has one (it may reuse its sampler's work), else ``sample`` then
-    ``field_raw`` without a graph."""
-    if hasattr(model, "sample_and_forward"):
-        return model.sample_and_forward(ray_bundle)
-    samples = model.sample(ray_bundle)
-    with torch.no_grad():
-        return (samples, *model.field_raw(samples))

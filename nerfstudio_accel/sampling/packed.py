@@ -19,7 +19,9 @@ class PackedSamples:
 
     ``ray_indices, t_starts, t_ends``: ``(n_samples,)``; ``origins, directions``: ``(n_rays, 3)``;
     ``camera_indices``: ``(n_rays,)`` training image of each ray (appearance embeddings), or None;
-    ``proposal``: the proposal rounds these samples were drawn through (proposal sampler, full sets only).
+    ``proposal``: the proposal rounds these samples were drawn through (proposal sampler, full sets only);
+    ``density_index``: ``(n_samples,)`` row of each sample among the points the sampler's ``density_fn``
+    was called on, in call order (a sampler that evaluated every candidate once), else None.
     """
 
     ray_indices: Int[Tensor, "n_samples"]
@@ -29,6 +31,7 @@ class PackedSamples:
     directions: Float[Tensor, "n_rays 3"]
     camera_indices: Optional[Int[Tensor, "n_rays"]] = None
     proposal: Optional["ProposalRounds"] = None
+    density_index: Optional[Int[Tensor, "n_samples"]] = None
 
     @property
     def n_rays(self) -> int:
@@ -59,7 +62,8 @@ class PackedSamples:
         return torch.bincount(self.ray_indices, minlength=self.n_rays)
 
     def subset(self, index: Int[Tensor, "m"]) -> "PackedSamples":
-        """The samples at ``index`` (kept sorted if ``index`` is sorted), same rays; proposal rounds not carried."""
+        """The samples at ``index`` (kept sorted if ``index`` is sorted), same rays; proposal rounds and
+        density rows not carried."""
         return PackedSamples(
             self.ray_indices[index], self.t_starts[index], self.t_ends[index], self.origins, self.directions, self.camera_indices
         )

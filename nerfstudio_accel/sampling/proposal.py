@@ -8,20 +8,22 @@ evaluates its own field; the main field finally gets ``num_samples`` intervals d
 round. The proposal fields learn only through :meth:`ProposalSampler.interlevel_loss`, which asks each
 round's weights to bound the main field's. Every op is pure PyTorch (:mod:`.proposal_ops`).
 
-Two verbs, as :class:`~nerfstudio_accel.sampling.occupancy.OccupancySampler`: :meth:`sample` and
-:meth:`update` (the annealing schedule); plus the loss.
+It implements :class:`~nerfstudio_accel.sampling.base.Sampler`: :meth:`sample`, :meth:`update` (the
+annealing schedule) and :meth:`losses` (interlevel, and optionally distortion).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import List, Sequence
+from typing import Dict, List, Optional, Sequence
 
 import torch
 from jaxtyping import Float
 from torch import Tensor, nn
 
-from nerfstudio_accel.sampling import proposal_ops
+from nerfstudio_accel.sampling import proposal_ops, torch_ops
+from nerfstudio_accel.sampling.base import DensityFn, Sampler
+from nerfstudio_accel.sampling.packed import PackedSamples
 from nerfstudio_accel.sampling.proposal_ops import Spacing
 
 
@@ -45,7 +47,7 @@ def annealing_exponent(step: int, anneal_steps: int, slope: float = 10.0) -> flo
     return slope * x / ((slope - 1.0) * x + 1.0)
 
 
-class ProposalSampler(nn.Module):
+class ProposalSampler(Sampler):
     """Proposal fields and coarse-to-fine sampling through them.
 
     Args:
@@ -54,6 +56,9 @@ class ProposalSampler(nn.Module):
         num_samples: intervals per ray for the main field, e.g. 48.
         spacing: ``linear`` (bounded scenes) or ``lindisp`` (unbounded: uniform in disparity beyond 1 unit).
         anneal_steps: training steps over which resampling goes from uniform to the proposal's weights.
+        aabb: ``(6,)`` box a bounded scene's rays are clipped to (their entry and exit); None: unbounded.
+        near_plane, far_plane: distances every ray is clipped to.
+        distortion: also return mip-NeRF 360's distortion loss on the main field's weights.
     """
 
     def __init__(
@@ -63,6 +68,10 @@ class ProposalSampler(nn.Module):
         num_samples: int = 48,
         spacing: Spacing = "lindisp",
         anneal_steps: int = 1000,
+        aabb: Optional[Float[Tensor, "6"]] = None,
+        near_plane: float = 0.05,
+        far_plane: float = 1e3,
+        distortion: bool = False,
     ) -> None:
         super().__init__()
         if len(fields) != len(proposal_samples) or not fields:
@@ -74,14 +83,45 @@ class ProposalSampler(nn.Module):
         self.num_samples = int(num_samples)
         self.spacing: Spacing = spacing
         self.anneal_steps = anneal_steps
+        self.register_buffer("aabb", None if aabb is None else aabb.detach().clone().float().reshape(6), persistent=False)
+        self.near_plane, self.far_plane = near_plane, far_plane
+        self.distortion = distortion
         self.anneal = 1.0
-        """Current exponent on proposal weights (training callbacks set it; 1 outside training)."""
+        """Current exponent on proposal weights (:meth:`update` sets it; 1 outside training)."""
 
-    def update(self, step: int) -> None:
-        """Advance the annealing schedule to ``step``."""
+    def update(self, step: int, density_fn: Optional[DensityFn] = None) -> None:
+        """Advance the annealing schedule to ``step`` (the main field's density is not needed)."""
         self.anneal = annealing_exponent(step, self.anneal_steps)
 
     def sample(
+        self,
+        origins: Float[Tensor, "n_rays 3"],
+        directions: Float[Tensor, "n_rays 3"],
+        nears: Optional[Float[Tensor, "n_rays"]] = None,
+        fars: Optional[Float[Tensor, "n_rays"]] = None,
+        density_fn: Optional[DensityFn] = None,
+        stratified: bool = False,
+    ) -> PackedSamples:
+        """``num_samples`` packed samples per ray between its near and far distance (the box's entry and
+        exit when bounded), with the proposal rounds behind them; ``density_fn`` is not called."""
+        n_rays = origins.shape[0]
+        near = torch.full((n_rays,), self.near_plane, device=origins.device)
+        far = torch.full((n_rays,), self.far_plane, device=origins.device)
+        if self.aabb is not None:
+            enter, exit_, _ = torch_ops.ray_aabb_intersect(origins, directions, self.aabb)
+            near, far = torch.maximum(near, enter), torch.minimum(far, exit_)
+        if nears is not None:
+            near = torch.maximum(near, nears.reshape(-1))
+        if fars is not None:
+            far = torch.minimum(far, fars.reshape(-1))
+        distances, rounds = self.propose(origins, directions, near, far, stratified)
+        per_ray = distances.shape[1] - 1
+        ray_indices = torch.arange(n_rays, device=origins.device).repeat_interleave(per_ray)
+        return PackedSamples(
+            ray_indices, distances[:, :-1].reshape(-1), distances[:, 1:].reshape(-1), origins, directions, proposal=rounds
+        )
+
+    def propose(
         self,
         origins: Float[Tensor, "n_rays 3"],
         directions: Float[Tensor, "n_rays 3"],
@@ -108,6 +148,17 @@ class ProposalSampler(nn.Module):
             rounds.weights.append(proposal_ops.weights_from_density(distances, densities))
         rounds.final_edges = proposal_ops.resample_edges(edges, rounds.weights[-1].detach() ** anneal, self.num_samples, stratified)
         return proposal_ops.spacing_to_distance(rounds.final_edges, near, far, self.spacing), rounds
+
+    def losses(self, samples: PackedSamples, weights: Float[Tensor, "n_samples"]) -> Dict[str, Tensor]:
+        """``interlevel_loss`` (and ``distortion_loss`` when asked for) of a full set of samples drawn by
+        :meth:`sample`; none for a subset (no rounds) or no rays."""
+        if samples.proposal is None or samples.n_rays == 0:
+            return {}
+        per_ray = weights.reshape(samples.n_rays, -1)
+        losses = {"interlevel_loss": self.interlevel_loss(samples.proposal, per_ray)}
+        if self.distortion:
+            losses["distortion_loss"] = proposal_ops.distortion_loss(samples.proposal.final_edges, per_ray)
+        return losses
 
     @staticmethod
     def interlevel_loss(rounds: ProposalRounds, weights: Float[Tensor, "n_rays m"]) -> Float[Tensor, ""]:

@@ -88,7 +88,8 @@ class AccelPanel:
 
     Args:
         server: the viewer's ``viser.ViserServer``.
-        pipeline: the training pipeline (its model's sampler and, with hard mining, its last batch).
+        pipeline: the training :class:`~nerfstudio_accel.pipelines.accel_pipeline.AccelPipeline` (its model's
+            sampler and, with hard mining, its last batch).
         stats: the trainer's :class:`TrainingStats`.
         max_points: bound on the points of each 3D overlay.
         chart_every_seconds: least wall time between redraws of the chart.
@@ -105,9 +106,9 @@ class AccelPanel:
         self.chart_drawn_at = float("-inf")
         self.nodes: Dict[str, object] = {}
         self.drawn_grid_updates: Optional[int] = None
-        model = pipeline.model
-        self.grid_sampler: Optional[OccupancySampler] = model.sampler if isinstance(getattr(model, "sampler", None), OccupancySampler) else None
-        self.mines = hasattr(pipeline, "record_hard_samples") and bool(getattr(pipeline.config, "hard_mining", False))
+        sampler = pipeline.model.own_sampler()
+        self.grid_sampler: Optional[OccupancySampler] = sampler if isinstance(sampler, OccupancySampler) else None
+        self.mines = pipeline.mines_hard_samples()
         with server.gui.add_folder("Accel"):
             self.summary = server.gui.add_markdown("training starts...")
             self.chart = server.gui.add_plotly(history_figure([]), aspect=1.4)
@@ -127,12 +128,6 @@ class AccelPanel:
         def _(_) -> None:
             with train_lock:
                 draw()
-
-    def record_this_step(self, recorded: bool) -> None:
-        """Before a step: the model counts its culled samples (two device reads and an ``exp`` over the
-        candidates) only on the steps whose figures the panel reads."""
-        if hasattr(self.pipeline.model, "record_sampling"):
-            self.pipeline.model.record_sampling = recorded
 
     def refresh(self) -> None:
         """Show the latest statistics, the chart at most every ``chart_every_seconds`` (a plotly figure
@@ -187,11 +182,8 @@ class AccelPanel:
         """The last mined batch's samples, blue (no hard sample on the ray) to red (all hard); the
         pipeline keeps that batch only while the toggle is on."""
         on = self.mines and bool(self.show_hard.value)
-        if self.mines:
-            self.pipeline.record_hard_samples = on
-        if not on and self.mines:
-            self.pipeline.last_hard_samples = None  # a stale batch is neither kept nor drawn when the toggle returns
-        batch = getattr(self.pipeline, "last_hard_samples", None) if on else None
+        self.pipeline.keep_hard_samples(on)
+        batch = self.pipeline.hard_samples() if on else None
         if batch is None:
             self._replace(HARD_NODE, None, width=0.0)
             return

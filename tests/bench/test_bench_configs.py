@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -135,6 +136,17 @@ def test_scene_checks_become_one_line_bench_errors(tmp_path: Path):
     (capture / "transforms.json").write_text(json.dumps({"frames": [{"file_path": "a.png", "transform_matrix": []}]}))
     with pytest.raises(BenchError, match="no camera intrinsics fl_x, fl_y, cx, cy, w, h"):
         check_data(capture, "nerfstudio-data")
+
+
+def test_blender_scene_checks_cover_the_splits_the_bench_trains_and_scores(tiny_scene: Path, tmp_path: Path):
+    """train and test: a Blender scene without transforms_val.json passes, one without transforms_test.json not."""
+    scene = tmp_path / "scene"
+    shutil.copytree(tiny_scene, scene)
+    (scene / "transforms_val.json").unlink()
+    check_data(scene, "blender-data")
+    (scene / "transforms_test.json").unlink()
+    with pytest.raises(BenchError, match="has no transforms_test.json, which blender-data needs"):
+        check_data(scene, "blender-data")
 
 
 def test_config_is_ns_trains_with_the_entry_flags_and_bench_settings(tiny_scene: Path, tmp_path: Path):

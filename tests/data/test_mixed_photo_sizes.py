@@ -15,7 +15,7 @@ from nerfstudio.data.dataparsers.nerfstudio_dataparser import NerfstudioDataPars
 from nerfstudio.data.pixel_samplers import PatchPixelSamplerConfig, PixelSamplerConfig
 
 from accel_test_helpers import make_trainer, run_steps
-from nerfstudio_accel.data.scenes import SceneSpec, build_primitives, look_at_origin, render_view, train_directions
+from nerfstudio_accel.scenes.object_scene import SceneSpec, build_primitives, look_at_origin, render_view, train_directions
 
 SQUARE = SceneSpec(resolution=24, supersample=1)
 """Views are rendered 24x24 and cropped to landscape 24x16 or portrait 16x24 (the principal point moves)."""
@@ -23,7 +23,7 @@ SQUARE = SceneSpec(resolution=24, supersample=1)
 
 @pytest.fixture(scope="module")
 def mixed_capture(tmp_path_factory) -> Path:
-    """A nerfstudio-data capture of scenes.py's object in 8 photos, two landscape then two portrait in turn,
+    """A nerfstudio-data capture of object_scene.py's object in 8 photos, two landscape then two portrait in turn,
     with per-frame intrinsics; with ``eval_interval`` 2 both splits hold both orientations."""
     root = tmp_path_factory.mktemp("mixed_capture")
     (root / "images").mkdir()

@@ -14,19 +14,21 @@ import torch
 import yaml
 from nerfstudio.data.dataparsers.blender_dataparser import BlenderDataParserConfig
 
+from nerfstudio_accel.data.scene_checks import SceneFacts
 from nerfstudio_accel.engine.trainer import AccelTrainerConfig
+from nerfstudio_accel.errors import BackendUnavailable
 from nerfstudio_accel.methods import accel_nerfacto, accel_ngp
 
 from accel_test_helpers import make_trainer, run_steps
 
 
-def saved_config(method_config: AccelTrainerConfig, device_type: str, tmp_path) -> AccelTrainerConfig:
+def saved_config(method_config: AccelTrainerConfig, device_type: str, tmp_path, scene) -> AccelTrainerConfig:
     """``method_config`` saved as ``ns-train --machine.device-type DEVICE`` saves it, then read back."""
     config = copy.deepcopy(method_config)
     config.machine.device_type = device_type
     config.output_dir = tmp_path
     config.experiment_name, config.timestamp = "exp", "run"
-    config.pipeline.datamanager.dataparser = BlenderDataParserConfig(data=tmp_path / "scene")
+    config.pipeline.datamanager.dataparser = BlenderDataParserConfig(data=scene)
     config.save_config()
     return yaml.load((config.get_base_dir() / "config.yml").read_text(), Loader=yaml.Loader)
 
@@ -39,10 +41,10 @@ def saved_config(method_config: AccelTrainerConfig, device_type: str, tmp_path) 
         ("mps", 15, 64, 1 << 14, 1 << 12, "fp32", "torch"),
     ],
 )
-def test_saved_accel_ngp_config_holds_every_device_choice(tmp_path, device_type, table, grid, samples, rays, precision, hash_backend):
+def test_saved_accel_ngp_config_holds_every_device_choice(tiny_scene, tmp_path, device_type, table, grid, samples, rays, precision, hash_backend):
     """Table size, grid resolution, field implementation, hash backend, batch sizes and precision are numbers
     and names in config.yml, chosen from --machine.device-type (tiny-cuda-nn is not installed here: torch)."""
-    loaded = saved_config(accel_ngp.config, device_type, tmp_path)
+    loaded = saved_config(accel_ngp.config, device_type, tmp_path, tiny_scene)
     model = loaded.pipeline.model
     assert (model.log2_hashmap_size, model.grid_resolution, model.implementation) == (table, grid, "torch")
     assert model.hash_backend == hash_backend if hash_backend else model.hash_backend in ("tcnn", "kernel", "torch")
@@ -51,26 +53,26 @@ def test_saved_accel_ngp_config_holds_every_device_choice(tmp_path, device_type,
     assert (loaded.mixed_precision, loaded.use_grad_scaler) == (precision != "fp32", precision == "fp16")
 
 
-def test_saved_accel_nerfacto_config_names_its_implementation(tmp_path):
-    loaded = saved_config(accel_nerfacto.config, "cuda", tmp_path)
+def test_saved_accel_nerfacto_config_names_its_implementation(tiny_scene, tmp_path):
+    loaded = saved_config(accel_nerfacto.config, "cuda", tmp_path, tiny_scene)
     assert loaded.pipeline.model.implementation == "torch"
     assert loaded.precision == "fp16"
 
 
-def test_fp16_on_cpu_is_refused_in_one_line_before_anything_is_written(tmp_path):
+def test_fp16_on_cpu_is_refused_in_one_line_before_anything_is_written(tiny_scene, tmp_path):
     config = copy.deepcopy(accel_ngp.config)
     config.precision = "fp16"
     with pytest.raises(SystemExit, match=r"^error: --precision fp16 needs a CUDA device") as stopped:
-        saved_config(config, "cpu", tmp_path)
+        saved_config(config, "cpu", tmp_path, tiny_scene)
     assert "\n" not in str(stopped.value)
     assert not (tmp_path / "exp").exists()
 
 
-def test_hash_backend_that_cannot_run_is_refused_before_anything_is_written(tmp_path):
+def test_hash_backend_that_cannot_run_is_refused_before_anything_is_written(tiny_scene, tmp_path):
     config = copy.deepcopy(accel_ngp.config)
     config.pipeline.model.hash_backend = "kernel"
     with pytest.raises(SystemExit, match=r"^error: --pipeline.model.hash-backend kernel cannot run on mps") as stopped:
-        saved_config(config, "mps", tmp_path)
+        saved_config(config, "mps", tmp_path, tiny_scene)
     assert "\n" not in str(stopped.value)
     assert not (tmp_path / "exp").exists()
 
@@ -99,12 +101,13 @@ def test_tcnn_model_where_tcnn_cannot_run_says_what_to_do(tiny_scene):
     on a machine without it, instead of silently building the torch twin."""
     config = copy.deepcopy(accel_ngp.config.pipeline.model)
     config.implementation = "tcnn"
+    config.resolve("cpu", SceneFacts(bounded=True, images_have_alpha=True))  # explicit choices pass; building refuses
     from nerfstudio.data.scene_box import SceneBox
 
-    with pytest.raises(SystemExit) as stopped:
+    with pytest.raises(BackendUnavailable) as stopped:
         config.setup(scene_box=SceneBox(aabb=torch.tensor([[-1.0] * 3, [1.0] * 3])), num_train_data=1, metadata={}, device="cpu")
     message = str(stopped.value)
-    assert "\n" not in message and message.startswith("error: this accel-ngp model uses tiny-cuda-nn")
+    assert "\n" not in message and message.startswith("this accel-ngp model uses tiny-cuda-nn")
     assert "--pipeline.model.implementation torch" in message
 
 

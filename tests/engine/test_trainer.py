@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import copy
 import math
 import os
 import signal
@@ -16,8 +15,16 @@ from nerfstudio.engine.callbacks import TrainingCallbackLocation
 import torch
 
 from accel_test_helpers import assert_same_state, make_trainer, run_steps, snapshot
-from nerfstudio_accel.engine.trainer import TrainingStopped, partial_checkpoint_dir, resolve_precision, uses_tcnn
+from nerfstudio.data.dataparsers.blender_dataparser import BlenderDataParserConfig
+
+from nerfstudio_accel.engine.build import build_trainer_config
+from nerfstudio_accel.engine.trainer import TrainingStopped, partial_checkpoint_dir, resolve_precision
 from nerfstudio_accel.methods import accel_ngp
+
+
+def resolved_config(scene: Path, device: str, output_dir: Path = Path("outputs"), configure=None):
+    """accel-ngp's config on a Blender-format ``scene`` for ``device``, resolved as ns-train resolves it."""
+    return build_trainer_config(accel_ngp.config, scene, device, BlenderDataParserConfig(), output_dir=output_dir, configure=configure)
 
 
 @pytest.mark.parametrize(
@@ -152,26 +159,26 @@ def test_multi_gpu_ranks_select_their_gpu_never_start_paused_and_close_the_viewe
     the current device); ranks other than 0 ignore --start-paused (only rank 0's viewer could resume
     them); with several ranks rank 0's viewer closes at the end, so no rank waits out the final barrier."""
     from nerfstudio_accel import distributed
-    from nerfstudio_accel.methods import accel_ngp
 
     selected = []
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "set_device", selected.append)
     monkeypatch.setattr(distributed, "rank", lambda: 3)
-    config = copy.deepcopy(accel_ngp.config)
-    config.machine.device_type, config.start_paused, config.output_dir = "cuda", True, tmp_path
-    config.pipeline.model.hash_backend = config.pipeline.model.implementation = "torch"  # no CUDA probes here
+    def no_cuda_probes(config) -> None:
+        config.start_paused = True
+        config.pipeline.model.hash_backend = config.pipeline.model.implementation = "torch"
+
+    config = resolved_config(tiny_scene, "cuda", tmp_path, no_cuda_probes)
     trainer = config.setup(local_rank=1, world_size=4)
     assert selected == [1] and trainer.device == "cuda:1"
     assert not trainer.config.start_paused and trainer.training_state == "training"
     assert not trainer.config.is_viewer_enabled()
 
     monkeypatch.setattr(distributed, "rank", lambda: 0)
-    config = copy.deepcopy(accel_ngp.config)
-    config.machine.device_type, config.output_dir = "cpu", tmp_path
+    with_viewer = lambda config: setattr(config, "vis", "viewer")  # noqa: E731
+    config = resolved_config(tiny_scene, "cpu", tmp_path, with_viewer)
     assert config.setup(local_rank=0, world_size=2).config.viewer.quit_on_train_completion
-    single = copy.deepcopy(accel_ngp.config)
-    single.machine.device_type, single.output_dir = "cpu", tmp_path
+    single = resolved_config(tiny_scene, "cpu", tmp_path, with_viewer)
     assert not single.setup(local_rank=0, world_size=1).config.viewer.quit_on_train_completion
 
 
@@ -185,7 +192,7 @@ def test_the_viewer_paces_renders_by_every_ranks_rays(tiny_scene, tmp_path):
     calls = []
     trainer.viewer_state = SimpleNamespace(update_scene=lambda step, rays: calls.append((step, rays)))
     trainer.world_size = 2
-    trainer.pipeline.datamanager.rays_per_rank = 300.0
+    trainer.pipeline.datamanager.count_rays_per_rank(300.0)
     trainer._update_viewer_state(7)
     assert calls == [(7, 600.0)]
 
@@ -333,28 +340,32 @@ def test_resume_under_another_precision(tiny_scene, tmp_path, saved_with_scaler)
     assert all(math.isfinite(loss) for loss in losses)
 
 
-def test_autocast_runs_on_the_training_device():
+def test_autocast_runs_on_the_training_device(tiny_scene):
     """bf16 on MPS opens autocast on "mps" (an autocast on "cpu" would leave MPS kernels in fp32 while the
     log says bf16). Built without set-up, so no MPS device is needed."""
-    config = copy.deepcopy(accel_ngp.config)
-    config.machine.device_type, config.precision = "mps", "bf16"
+    config = resolved_config(tiny_scene, "mps", configure=lambda config: setattr(config, "precision", "bf16"))
     trainer = config.setup(local_rank=0, world_size=1)
     region = trainer.autocast()
     assert (region.device, region.fast_dtype, trainer.precision) == ("mps", torch.bfloat16, "bf16")
 
 
 @pytest.mark.parametrize("precision", ["fp32", "bf16"])
-def test_tiny_cuda_nn_keeps_loss_scaling_in_every_precision(precision):
+def test_tiny_cuda_nn_keeps_loss_scaling_in_every_precision(tiny_scene, precision):
     """tiny-cuda-nn computes in fp16 whatever the autocast: a run that uses it keeps loss scaling."""
-    config = copy.deepcopy(accel_ngp.config)
-    config.machine.device_type, config.precision = "cpu", precision
-    config.pipeline.model.implementation = "tcnn"
+
+    def tcnn_in(precision: str, implementation: str):
+        def configure(config) -> None:
+            config.precision, config.pipeline.model.implementation = precision, implementation
+
+        return configure
+
+    config = resolved_config(tiny_scene, "cpu", configure=tcnn_in(precision, "tcnn"))
     trainer = config.setup(local_rank=0, world_size=1)  # the model (which would refuse tcnn on CPU) is not built
     assert trainer.use_grad_scaler and trainer.grad_scaler.is_enabled() and trainer.precision == precision
-    config.pipeline.model.implementation = "torch"
-    assert not config.setup(local_rank=0, world_size=1).use_grad_scaler
+    assert not resolved_config(tiny_scene, "cpu", configure=tcnn_in(precision, "torch")).setup(local_rank=0, world_size=1).use_grad_scaler
     config.pipeline.model.hash_backend = "tcnn"  # tiny-cuda-nn's encoding alone also computes in fp16
-    assert uses_tcnn(config.pipeline.model)
+    config.pipeline.model.implementation = "torch"
+    assert config.pipeline.model.uses_tcnn()
 
 
 def test_checkpoint_folder_is_synced_before_older_checkpoints_go(tiny_scene, tmp_path, monkeypatch):

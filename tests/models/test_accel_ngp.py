@@ -8,13 +8,14 @@ from pathlib import Path
 import pytest
 import torch
 from nerfstudio.data.dataparsers.blender_dataparser import BlenderDataParserConfig
-from nerfstudio.data.dataparsers.nerfstudio_dataparser import NerfstudioDataParserConfig
 
 from nerfstudio_accel import metrics as accel_metrics
 from nerfstudio_accel.bench.budget import train_for_budget
-from nerfstudio_accel.data.scenes import SceneSpec, generate_scene
 from nerfstudio_accel.methods import accel_ngp
-from nerfstudio_accel.pipelines.accel_pipeline import AccelPipelineConfig, prepare_model_config
+from nerfstudio_accel.data.scene_checks import SceneFacts
+from nerfstudio_accel.engine.build import build_trainer_config
+from nerfstudio_accel.pipelines.accel_pipeline import AccelPipelineConfig
+from nerfstudio_accel.scenes.object_scene import SceneSpec, generate_scene
 
 LEARNING_STEPS = 300
 LEARNING_TIME_CAP_SECONDS = 900.0  # bounds CPU time on a slow machine; at ~0.3-1 s/step the step count ends the run
@@ -28,14 +29,13 @@ def learning_scene(tmp_path_factory) -> Path:
 
 def make_trainer(scene: Path, output_dir: Path, test_mode: str = "test", **model_overrides):
     """nerfstudio Trainer for accel-ngp on a Blender-format ``scene``, on CPU, as ``ns-train`` builds it."""
-    config = copy.deepcopy(accel_ngp.config)
-    config.machine.device_type = "cpu"
-    config.vis = "tensorboard"
-    config.output_dir = output_dir
-    config.pipeline.datamanager.dataparser = BlenderDataParserConfig(data=scene)
-    for key, value in model_overrides.items():
-        setattr(config.pipeline.model, key, value)
-    config.set_timestamp()
+
+    def override(config) -> None:
+        for key, value in model_overrides.items():
+            setattr(config.pipeline.model, key, value)
+        config.set_timestamp()
+
+    config = build_trainer_config("accel-ngp", scene, "cpu", BlenderDataParserConfig(), output_dir=output_dir, eval_split=test_mode, configure=override)
     trainer = config.setup(local_rank=0, world_size=1)
     trainer.setup(test_mode=test_mode)
     return trainer
@@ -59,7 +59,7 @@ def test_learns_held_out_views_within_cpu_budget(learning_scene, tmp_path):
     bundle = camera.generate_rays(camera_indices=0).flatten()
     with torch.no_grad():
         culled = model.sample(bundle).n_samples
-        marched = model.sampler.sample(bundle.origins, bundle.directions, model.marching)[0].numel()
+        marched = model.sampler.sample(bundle.origins, bundle.directions).n_samples
     assert 0 < culled < marched
 
 
@@ -102,27 +102,25 @@ def test_eval_uses_white_and_metrics_work_offline(learning_scene, tmp_path, monk
     assert metrics["psnr"] == pytest.approx(sum(expected) / len(expected), rel=1e-4)
 
 
-@pytest.mark.parametrize(
-    "parser, expected", [(BlenderDataParserConfig(), "off"), (NerfstudioDataParserConfig(), "on")]
-)
-def test_scene_contraction_auto_follows_the_data(parser, expected):
-    """auto: bounded box for blender-data, contraction for captured (nerfstudio-data) scenes;
-    an explicit choice is kept."""
-    config = copy.deepcopy(accel_ngp.config.pipeline)
-    config.datamanager.dataparser = parser
-    prepare_model_config(config)
-    assert config.model.scene_contraction == expected
-    config.model.scene_contraction = "off"
-    prepare_model_config(config)
-    assert config.model.scene_contraction == "off"
+@pytest.mark.parametrize("bounded, expected", [(True, "off"), (False, "on")])
+def test_scene_contraction_auto_follows_the_data(bounded, expected):
+    """auto: bounded box for object scenes (blender-data), contraction for captured scenes; an explicit
+    choice is kept."""
+    config = copy.deepcopy(accel_ngp.config.pipeline.model)
+    config.resolve("cpu", SceneFacts(bounded=bounded, images_have_alpha=None))
+    assert config.scene_contraction == expected
+    explicit = copy.deepcopy(accel_ngp.config.pipeline.model)
+    explicit.scene_contraction = "off"
+    explicit.resolve("cpu", SceneFacts(bounded=bounded, images_have_alpha=None))
+    assert explicit.scene_contraction == "off"
 
 
-def test_blender_alpha_is_kept_for_background_blending():
+def test_blender_alpha_is_kept_for_background_blending(learning_scene):
     """nerfstudio's blender parser bakes white into RGBA targets by default; accel pipelines keep alpha."""
     config = copy.deepcopy(accel_ngp.config.pipeline)
-    config.datamanager.dataparser = BlenderDataParserConfig()
+    config.datamanager.dataparser = BlenderDataParserConfig(data=learning_scene)
     assert config.datamanager.dataparser.alpha_color == "white"
-    prepare_model_config(config)
+    config.resolve("cpu")
     assert config.datamanager.dataparser.alpha_color is None
 
 
@@ -165,12 +163,12 @@ def test_scoring_forward_reuses_culling_and_matches_the_seams(tiny_scene, tmp_pa
     model = trainer.pipeline.model
     with torch.no_grad():
         model.field.density_mlp.layers[-1].bias[0] += 4.0  # dense enough for early stop to cut rays short
-    model.sampler.update(0, model.field.density, model.marching.render_step_size)
+    model.sampler.update(0, model.field.density)
     model.sampler.warmed_up.fill_(True)
     ray_bundle, _ = trainer.pipeline.datamanager.next_train(0)
     with torch.no_grad():  # the same seed before each call: the same stratified jitter
         torch.manual_seed(1)
-        marched = model.sampler.march(ray_bundle.origins, ray_bundle.directions, model.marching, stratified=True)[0].numel()
+        marched = model.sampler.march(ray_bundle.origins, ray_bundle.directions, stratified=True)[0].numel()
         torch.manual_seed(1)
         expected = model.sample(ray_bundle)
         raw_density, raw_color = model.field_raw(expected)
@@ -263,7 +261,7 @@ def test_rgba_render_takes_the_background_out(tiny_scene, tmp_path):
     model = trainer.pipeline.model
     with torch.no_grad():
         model.field.density_mlp.layers[-1].bias[0] -= 2.0  # a thin fog: partly transparent everywhere
-    model.sampler.update(0, model.field.density, model.marching.render_step_size)
+    model.sampler.update(0, model.field.density)
     model.eval()
     camera = trainer.pipeline.datamanager.eval_dataset.cameras[0:1]
     outputs = model.get_outputs_for_camera(camera)

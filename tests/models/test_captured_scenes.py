@@ -4,6 +4,7 @@ embeddings, camera refinement, learning, and ns-eval on a real phone capture."""
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 import logging
 import os
@@ -13,14 +14,15 @@ from pathlib import Path
 
 import pytest
 import torch
-from nerfstudio.data.dataparsers.blender_dataparser import BlenderDataParserConfig
 from nerfstudio.data.dataparsers.nerfstudio_dataparser import NerfstudioDataParserConfig
 
 from nerfstudio_accel.bench.budget import train_for_budget
-from nerfstudio_accel.data.unbounded_scene import UnboundedSceneSpec, generate_unbounded_scene
 from nerfstudio_accel.methods import accel_ngp
-from nerfstudio_accel.pipelines.accel_pipeline import prepare_model_config
+from nerfstudio_accel.data.scene_checks import SceneFacts
+from nerfstudio_accel.engine.build import build_trainer_config
+from nerfstudio_accel.errors import ConfigError
 from nerfstudio_accel.sampling.proposal import ProposalSampler
+from nerfstudio_accel.scenes.unbounded_scene import UnboundedSceneSpec, generate_unbounded_scene
 
 FRUIT = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "fruit"
 LEARNING_STEPS = 400
@@ -36,15 +38,14 @@ def unbounded_scene(tmp_path_factory) -> Path:
 
 def make_trainer(scene: Path, output_dir: Path, setup: bool = True, **model_overrides):
     """accel-ngp's trainer on CPU on a nerfstudio-data scene, as ns-train builds it."""
-    config = copy.deepcopy(accel_ngp.config)
-    config.machine.device_type = "cpu"
-    config.vis = "tensorboard"
-    config.output_dir = output_dir
-    config.pipeline.datamanager.dataparser = NerfstudioDataParserConfig(data=scene)
-    for key, value in model_overrides.items():
-        assert hasattr(config.pipeline.model, key), key
-        setattr(config.pipeline.model, key, value)
-    config.set_timestamp()
+
+    def override(config) -> None:
+        for key, value in model_overrides.items():
+            assert hasattr(config.pipeline.model, key), key
+            setattr(config.pipeline.model, key, value)
+        config.set_timestamp()
+
+    config = build_trainer_config("accel-ngp", scene, "cpu", NerfstudioDataParserConfig(), output_dir=output_dir, eval_split="test", configure=override)
     trainer = config.setup(local_rank=0, world_size=1)
     if setup:
         trainer.setup(test_mode="test")
@@ -57,34 +58,30 @@ def eval_rays(trainer, index: int = 0):
 
 
 @pytest.mark.parametrize(
-    "parser, sampler, appearance, poses",
-    [(BlenderDataParserConfig(), "occupancy", 0, "off"), (NerfstudioDataParserConfig(), "proposal", 32, "SO3xR3")],
+    "bounded, sampler, appearance, poses", [(True, "occupancy", 0, "off"), (False, "proposal", 32, "SO3xR3")],
 )
-def test_auto_choices_follow_the_data(parser, sampler, appearance, poses, caplog):
-    """auto: the occupancy grid, no appearance embedding and fixed poses for blender-data; the proposal
-    sampler, 32-wide embeddings and pose refinement for captures; the choice is logged; explicit choices
-    are kept."""
-    config = copy.deepcopy(accel_ngp.config.pipeline)
-    config.datamanager.dataparser = parser
-    assert config.model.camera_optimizer.mode == "auto"
+def test_auto_choices_follow_the_data(bounded, sampler, appearance, poses, caplog):
+    """auto: the occupancy grid, no appearance embedding and fixed poses for object scenes (blender-data);
+    the proposal sampler, 32-wide embeddings and pose refinement for captures; the choice is logged;
+    explicit choices are kept."""
+    config = copy.deepcopy(accel_ngp.config.pipeline.model)
+    assert config.camera_optimizer.mode == "auto"
     with caplog.at_level(logging.INFO, logger="nerfstudio_accel.models.accel_ngp"):
-        prepare_model_config(config)
-    assert config.model.sampler == sampler and config.model.appearance_embedding_dim == appearance
-    assert config.model.camera_optimizer.mode == poses
+        config.resolve("cpu", SceneFacts(bounded=bounded, images_have_alpha=None))
+    assert config.sampler == sampler and config.appearance_embedding_dim == appearance
+    assert config.camera_optimizer.mode == poses
     assert f"{sampler} sampler" in caplog.text and "--pipeline.model.sampler" in caplog.text
-    explicit = copy.deepcopy(accel_ngp.config.pipeline)
-    explicit.datamanager.dataparser = parser
-    explicit.model.sampler = "occupancy" if sampler == "proposal" else "proposal"
-    prepare_model_config(explicit)
-    assert explicit.model.sampler != sampler
+    explicit = copy.deepcopy(accel_ngp.config.pipeline.model)
+    explicit.sampler = "occupancy" if sampler == "proposal" else "proposal"
+    explicit.resolve("cpu", SceneFacts(bounded=bounded, images_have_alpha=None))
+    assert explicit.sampler != sampler
 
 
 def test_mismatched_proposal_rounds_are_refused_in_one_line():
-    config = copy.deepcopy(accel_ngp.config.pipeline)
-    config.datamanager.dataparser = NerfstudioDataParserConfig()
-    config.model.proposal_samples = (128, 64, 32)
-    with pytest.raises(SystemExit, match="one resolution per round"):
-        prepare_model_config(config)
+    config = copy.deepcopy(accel_ngp.config.pipeline.model)
+    config.proposal_samples = (128, 64, 32)
+    with pytest.raises(ConfigError, match="one resolution per round"):
+        config.resolve("cpu", SceneFacts(bounded=False, images_have_alpha=None))
 
 
 @pytest.mark.parametrize("sampler", ["occupancy", "proposal"])
@@ -102,15 +99,14 @@ def test_samples_per_ray_are_bounded_on_an_unbounded_scene(unbounded_scene, tmp_
         with torch.no_grad():
             assert int(model.get_outputs(eval_rays(trainer))["num_samples_per_ray"].max()) == 24
         return
-    model.sampler.update(0, model.field.density, model.marching.render_step_size)
+    model.sampler.update(0, model.field.density)
     assert int(model.sample(ray_bundle).samples_per_ray().max()) <= 64
     model.eval()
     bundle = eval_rays(trainer)
     with torch.no_grad():
         per_ray = model.get_outputs(bundle)["num_samples_per_ray"]
-        uncapped = copy.copy(model.marching)
-        uncapped.max_samples_per_ray = None
-        marched = model.sampler.march(bundle.origins, bundle.directions, uncapped)[0]
+        model.sampler.marching = dataclasses.replace(model.sampler.marching, max_samples_per_ray=None)
+        marched = model.sampler.march(bundle.origins, bundle.directions)[0]
     assert int(per_ray.max()) <= 64
     assert int(torch.bincount(marched).max()) > 64, "the cap should bind on a fresh field"
 
@@ -159,47 +155,23 @@ def test_camera_optimizer_flag_refines_poses_under_hard_mining(unbounded_scene, 
     assert not torch.equal(adjustment.detach(), before)
 
 
-FIELDS_ADDED_WITH_THE_PROPOSAL_SAMPLER = (
-    "sampler", "num_samples", "proposal_samples", "proposal_max_res", "proposal_log2_hashmap_size",
-    "proposal_anneal_steps", "interlevel_loss_mult", "max_samples_per_ray", "appearance_embedding_dim", "camera_optimizer",
-    "distortion_loss_mult",
-)
-
-
-def test_a_capture_trained_before_the_proposal_sampler_still_opens(unbounded_scene, tmp_path):
-    """A config.yml written before these fields existed (emulated: the trained model's config with them
-    removed) opens through nerfstudio's eval_setup as the occupancy-grid model it was, without appearance
-    embeddings or a per-ray cap, and its checkpoint loads and renders as before."""
+def test_a_config_from_before_config_resolution_is_refused_in_one_line(unbounded_scene, tmp_path):
+    """A config.yml written before configs were resolved once (emulated: the trained model's config without
+    its ``resolved`` mark) is refused when nerfstudio's eval_setup opens it, with one line saying to retrain."""
     import yaml
     from nerfstudio.utils.eval_utils import eval_setup
 
-    from nerfstudio.cameras.camera_optimizers import CameraOptimizerConfig
-
-    trainer = make_trainer(unbounded_scene, tmp_path, sampler="occupancy", appearance_embedding_dim=0, max_samples_per_ray=0,
-                           camera_optimizer=CameraOptimizerConfig(mode="off"))
-    for step in range(2):
-        trainer.pipeline.train()
-        trainer.train_iteration(step)
-    trainer.save_checkpoint(2)
+    trainer = make_trainer(unbounded_scene, tmp_path)
+    trainer.save_checkpoint(0)
     config = trainer.config
-    for name in FIELDS_ADDED_WITH_THE_PROPOSAL_SAMPLER:
-        del config.pipeline.model.__dict__[name]
-    config.pipeline.model.scene_contraction = "on"
+    del config.pipeline.model.__dict__["resolved"]
     config.load_dir = None
     config_path = config.get_base_dir() / "config.yml"
     config_path.write_text(yaml.dump(config), "utf8")
-    assert "\n    sampler: " not in config_path.read_text() and "appearance_embedding_dim" not in config_path.read_text()
-
-    _, pipeline, _, step = eval_setup(config_path, test_mode="test")
-    model = pipeline.model
-    assert step == 2 and model.config.sampler == "occupancy" and model.field.appearance is None
-    assert model.marching.max_samples_per_ray is None and model.config.camera_optimizer.mode == "off"
-    trained = trainer.pipeline.model
-    trained.eval()
-    bundle = eval_rays(trainer)[:256]
-    with torch.no_grad():
-        expected = trained.get_outputs(bundle)["rgb"]
-        assert torch.allclose(model.get_outputs(bundle.to(model.device))["rgb"], expected, atol=1e-5)
+    assert "resolved:" not in config_path.read_text()
+    with pytest.raises(ConfigError, match="before nerfstudio-accel 0.2.*retrain") as refused:
+        eval_setup(config_path, test_mode="test")
+    assert "\n" not in str(refused.value)
 
 
 @pytest.mark.slow

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from nerfstudio_accel.bench.evaluation import evaluate_views
-from nerfstudio_accel.data.scenes import SceneSpec, generate_scene
+from nerfstudio_accel.scenes.object_scene import SceneSpec, generate_scene
 
 from accel_test_helpers import make_trainer, run_steps
 

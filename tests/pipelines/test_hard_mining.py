@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import collections
-import copy
 import itertools
 import math
 import random
@@ -16,7 +15,8 @@ from nerfstudio.data.dataparsers.blender_dataparser import BlenderDataParserConf
 
 from nerfstudio_accel.bench.evaluation import evaluate_views
 from nerfstudio_accel.bench.memory import saved_tensor_bytes
-from nerfstudio_accel.data.scenes import SceneSpec, generate_scene
+from nerfstudio_accel.engine.build import build_trainer_config
+from nerfstudio_accel.engine.trainer import training_step
 from nerfstudio_accel.methods import accel_ngp
 from nerfstudio_accel.pipelines.hard_mining import (
     HardBatchSizer,
@@ -25,6 +25,7 @@ from nerfstudio_accel.pipelines.hard_mining import (
     importance_moments,
     tau_from_moments,
 )
+from nerfstudio_accel.scenes.object_scene import SceneSpec, generate_scene
 
 from accel_test_helpers import make_trainer, run_steps
 
@@ -163,21 +164,20 @@ def mining_scene(tmp_path_factory):
 
 def mining_trainer(scene, output_dir, min_hard_fraction, sampler="occupancy"):
     """accel-ngp behind the hard-mining pipeline, white background (deterministic targets), CPU."""
-    config = copy.deepcopy(accel_ngp.config)
-    assert isinstance(config.pipeline, HardSampleMiningPipelineConfig) and config.pipeline.hard_mining, "accel-ngp mines by default"
-    config.pipeline.min_hard_fraction = min_hard_fraction
-    config.pipeline.datamanager.dataparser = BlenderDataParserConfig(data=scene)
-    config.pipeline.model.background = "white"
-    config.pipeline.model.sampler = sampler
-    config.machine.device_type = "cpu"
-    config.vis = "tensorboard"
-    config.output_dir = output_dir
-    config.set_timestamp()
+    assert isinstance(accel_ngp.config.pipeline, HardSampleMiningPipelineConfig) and accel_ngp.config.pipeline.hard_mining, "accel-ngp mines by default"
+
+    def override(config) -> None:
+        config.pipeline.min_hard_fraction = min_hard_fraction
+        config.pipeline.model.background = "white"
+        config.pipeline.model.sampler = sampler
+        config.set_timestamp()
+
+    config = build_trainer_config("accel-ngp", scene, "cpu", BlenderDataParserConfig(), output_dir=output_dir, configure=override)
     trainer = config.setup(local_rank=0, world_size=1)
     trainer.setup()
     model = trainer.pipeline.model
     if sampler == "occupancy":
-        model.sampler.update(0, model.field.density, model.marching.render_step_size)  # a warm-up grid update
+        model.sampler.update(0, model.field.density)  # a warm-up grid update
     else:
         model.sampler.update(300)  # part-way through annealing
     return trainer
@@ -367,13 +367,13 @@ def test_pass_timers_wait_for_the_device_only_on_logged_steps(mining_scene, tmp_
     torch.manual_seed(0)
     trainer = mining_trainer(mining_scene, tmp_path, min_hard_fraction=0.0)
     pipeline = trainer.pipeline
-    assert pipeline.steps_per_log == trainer.config.logging.steps_per_log == 10
+    assert trainer.config.logging.steps_per_log == 10
     waits = []
     pipeline._synchronize_device = lambda: waits.append(True)  # stands in for torch.cuda.synchronize
     timed_steps = []
     for step in range(21):
         waits.clear()
-        _, _, metrics = pipeline.get_train_loss_dict(step)
+        _, _, metrics = training_step(trainer, step)
         if "hard_mining_scoring_ms" in metrics:
             timed_steps.append(step)
             assert len(waits) == 4 and float(metrics["hard_mining_graph_forward_ms"]) >= 0

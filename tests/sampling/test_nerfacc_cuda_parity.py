@@ -14,9 +14,12 @@ import torch
 from nerfacc import volrend
 
 from nerfstudio_accel import rendering
+from nerfstudio_accel.kernels.backends import nerfacc_ops_unavailable_reason
 from nerfstudio_accel.sampling import torch_ops
-from nerfstudio_accel.sampling.occupancy import MarchingOptions, OccupancySampler, nerfacc_ops_unavailable_reason
+from nerfstudio_accel.sampling.occupancy import MarchingOptions, OccupancySampler
 from nerfstudio_accel.sampling.packed import PackedSamples
+
+from accel_test_helpers import sample, update
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 
@@ -109,9 +112,9 @@ def test_marching_matches_torch_backend(levels, stratified):
     options = MarchingOptions(render_step_size=0.005, near_plane=0.05)
 
     torch.manual_seed(levels)
-    theirs = nerfacc_sampler.sample(origins, directions, options, stratified=stratified)
+    theirs = sample(nerfacc_sampler, origins, directions, options, stratified=stratified)
     torch.manual_seed(levels)
-    ours = torch_sampler.sample(origins, directions, options, stratified=stratified)
+    ours = sample(torch_sampler, origins, directions, options, stratified=stratified)
     assert nerfacc_sampler.backend_for(origins.device) == "nerfacc"
     assert torch_sampler.backend_for(origins.device) == "torch"
     assert theirs[0].numel() > 10 * N_RAYS
@@ -140,8 +143,8 @@ def test_cone_marching_matches_torch_backend():
         sampler.grid.binaries = binaries.clone()
     origins, directions = random_cuda_rays(seed=2)
     options = MarchingOptions(render_step_size=0.005, cone_angle=0.004, near_plane=0.05)
-    theirs = nerfacc_sampler.sample(origins, directions, options)
-    ours = torch_sampler.sample(origins, directions, options)
+    theirs = sample(nerfacc_sampler, origins, directions, options)
+    ours = sample(torch_sampler, origins, directions, options)
     assert (counts_per_ray(theirs[0]) == counts_per_ray(ours[0])).float().mean().item() >= 0.9
 
 
@@ -152,20 +155,20 @@ def test_culled_rendering_matches_torch_backend():
     nerfacc_sampler, torch_sampler = sampler_pair(levels=1)
     torch.manual_seed(0)
     for step in range(0, 64, 16):
-        nerfacc_sampler.update(step, blob_density, render_step_size=0.005, warmup_steps=32)
+        update(nerfacc_sampler, step, blob_density, render_step_size=0.005, warmup_steps=32)
     torch_sampler.load_state_dict(nerfacc_sampler.state_dict())
     origins, directions = random_cuda_rays(seed=10)
     options = MarchingOptions(render_step_size=0.005, near_plane=0.05, alpha_threshold=1e-2, early_stop_eps=1e-4)
     background = torch.rand(N_RAYS, 3, generator=torch.Generator().manual_seed(10)).cuda()
 
     def render(sampler: OccupancySampler, use_nerfacc: bool):
-        ray_indices, t_starts, t_ends = sampler.sample(origins, directions, options, density_fn=blob_density)
+        ray_indices, t_starts, t_ends = sample(sampler, origins, directions, options, density_fn=blob_density)
         samples = PackedSamples(ray_indices, t_starts, t_ends, origins, directions)
         positions = samples.positions
         return rendering.render_packed(samples, blob_density(positions), position_color(positions), background, use_nerfacc)
 
-    marched_alike = counts_per_ray(nerfacc_sampler.sample(origins, directions, options)[0]) == counts_per_ray(
-        torch_sampler.sample(origins, directions, options)[0]
+    marched_alike = counts_per_ray(sample(nerfacc_sampler, origins, directions, options)[0]) == counts_per_ray(
+        sample(torch_sampler, origins, directions, options)[0]
     )
     assert marched_alike.float().mean().item() >= MIN_MATCHING_RAY_FRACTION
     theirs, ours = render(nerfacc_sampler, use_nerfacc=True), render(torch_sampler, use_nerfacc=False)
@@ -182,7 +185,7 @@ def test_packed_weights_match_nerfacc_cuda():
     _, torch_sampler = sampler_pair(levels=1)
     torch_sampler.grid.binaries = torch.ones_like(torch_sampler.grid.binaries)
     origins, directions = random_cuda_rays(seed=20)
-    ray_indices, t_starts, t_ends = torch_sampler.sample(origins, directions, MarchingOptions(render_step_size=0.01))
+    ray_indices, t_starts, t_ends = sample(torch_sampler, origins, directions, MarchingOptions(render_step_size=0.01))
     generator = torch.Generator().manual_seed(20)
     sigmas = torch.exp(2.0 * torch.randn(t_starts.shape[0], generator=generator)).cuda()
     colors = torch.rand(t_starts.shape[0], 3, generator=generator).cuda()

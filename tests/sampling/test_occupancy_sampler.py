@@ -9,14 +9,12 @@ import numpy as np
 import pytest
 import torch
 
-from nerfstudio_accel.sampling import occupancy, torch_ops
-from nerfstudio_accel.sampling.occupancy import (
-    MarchingOptions,
-    OccupancySampler,
-    check_sampler_backend,
-    evaluate_in_chunks,
-    resolve_backend,
-)
+from nerfstudio_accel.kernels import backends
+from nerfstudio_accel.kernels.backends import check_sampler_backend, resolve_sampler_backend
+from nerfstudio_accel.sampling import torch_ops
+from nerfstudio_accel.sampling.occupancy import MarchingOptions, OccupancySampler, evaluate_in_chunks
+
+from accel_test_helpers import sample, update
 
 AABB = torch.tensor([-1.0, -1.0, -1.0, 1.0, 1.0, 1.0])
 CPU = torch.device("cpu")
@@ -80,7 +78,7 @@ def test_unknown_backend_is_rejected_with_the_choices():
     with pytest.raises(ValueError, match="auto, nerfacc, kernel, torch"):
         OccupancySampler(AABB, resolution=8, backend="cuda")
     with pytest.raises(ValueError, match="auto, nerfacc, kernel, torch"):
-        resolve_backend("pytorch", CPU)
+        resolve_sampler_backend("pytorch", "cpu")
 
 
 def test_nerfacc_backend_is_refused_for_training_on_cpu_with_the_fix():
@@ -88,7 +86,7 @@ def test_nerfacc_backend_is_refused_for_training_on_cpu_with_the_fix():
     with pytest.raises(ValueError, match="--pipeline.model.sampler-backend torch"):
         check_sampler_backend("nerfacc", "cpu")
     with pytest.raises(ValueError, match="--pipeline.model.sampler-backend torch"):
-        resolve_backend("nerfacc", CPU)
+        resolve_sampler_backend("nerfacc", "cpu")
 
 
 @pytest.mark.parametrize("chosen, device, fallback", [("nerfacc", "cpu", "kernel"), ("kernel", "mps", "torch"), ("kernel", "cuda", None)])
@@ -96,26 +94,26 @@ def test_a_chosen_backend_that_cannot_run_falls_back_with_one_warning(chosen, de
     """A model trained with ``nerfacc`` (CUDA) or ``kernel`` (CPU) opens on another device with auto's pick
     there and one warning: the grid does not depend on the backend."""
     if device == "cuda":  # as on a GPU machine without nerfacc's compiled ops
-        monkeypatch.setattr(occupancy, "nerfacc_ops_unavailable_reason", lambda: "nerfacc's CUDA ops did not build")
+        monkeypatch.setattr(backends, "nerfacc_ops_unavailable_reason", lambda: "nerfacc's CUDA ops did not build")
         fallback = "torch"
     sampler = OccupancySampler(AABB, resolution=8, backend=chosen)
-    with caplog.at_level(logging.WARNING, logger=occupancy.__name__):
+    with caplog.at_level(logging.WARNING, logger=backends.__name__):
         assert sampler.backend_for(torch.device(device)) == fallback
         assert sampler.backend_for(torch.device(device)) == fallback
     warnings = [r.getMessage() for r in caplog.records if "cannot run" in r.getMessage()]
     assert len(warnings) == 1 and chosen in warnings[0] and fallback in warnings[0], warnings
     if device == "cpu":  # and it marches
         origins, directions = rays_towards_centre(4, seed=0)
-        sampler.sample(origins, directions, MarchingOptions(render_step_size=0.01))
+        sample(sampler, origins, directions, MarchingOptions(render_step_size=0.01))
 
 
 def test_auto_backend_resolves_to_the_fused_marcher_on_cpu():
     """``auto`` runs the numba marcher on CPU, ``torch`` the reference; ``kernel`` refuses other devices."""
     assert OccupancySampler(AABB, resolution=8, backend="auto").backend_for(CPU) == "kernel"
-    assert resolve_backend("torch", CPU) == "torch"
-    assert resolve_backend("auto", torch.device("mps")) == "torch"
+    assert resolve_sampler_backend("torch", "cpu") == "torch"
+    assert resolve_sampler_backend("auto", "mps") == "torch"
     with pytest.raises(ValueError, match="marches CPU tensors only.*--pipeline.model.sampler-backend torch"):
-        resolve_backend("kernel", torch.device("mps"))
+        resolve_sampler_backend("kernel", "mps")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -132,7 +130,7 @@ def test_sample_without_density_is_plain_marching_within_planes():
     options = MarchingOptions(render_step_size=0.01, near_plane=0.2, far_plane=4.0)
     per_ray_near = torch.linspace(0.0, 2.0, 32)
     per_ray_far = torch.linspace(5.0, 2.5, 32)
-    result = sampler.sample(origins, directions, options, near_planes=per_ray_near, far_planes=per_ray_far)
+    result = sample(sampler, origins, directions, options, near_planes=per_ray_near, far_planes=per_ray_far)
     expected = torch_ops.traverse_occupancy_grid(
         origins, directions, binaries, sampler.grid.aabbs,
         torch.clamp(per_ray_near, min=0.2), torch.clamp(per_ray_far, max=4.0), 0.01, 0.0,
@@ -150,12 +148,12 @@ def test_sample_culls_occluded_and_transparent_samples():
     origins, directions = rays_towards_centre(48, seed=2)
     options = MarchingOptions(render_step_size=0.01, near_plane=0.0, alpha_threshold=1e-2, early_stop_eps=1e-4)
 
-    all_rays, all_starts, all_ends = sampler.sample(origins, directions, options)
+    all_rays, all_starts, all_ends = sample(sampler, origins, directions, options)
     t_mids = 0.5 * (all_starts + all_ends)
     sigmas = gaussian_blob_density(origins[all_rays] + directions[all_rays] * t_mids[:, None]).reshape(-1)
     expected, near_tie, _ = reference_visibility(all_starts, all_ends, sigmas, all_rays, 1e-4, 1e-2)
 
-    kept_rays, kept_starts, kept_ends = sampler.sample(origins, directions, options, density_fn=gaussian_blob_density)
+    kept_rays, kept_starts, kept_ends = sample(sampler, origins, directions, options, density_fn=gaussian_blob_density)
     kept_keys = set(packed_sample_keys(kept_rays, kept_starts))
     kept = torch.tensor([key in kept_keys for key in packed_sample_keys(all_rays, all_starts)])
     assert int(kept.sum()) == kept_rays.numel()
@@ -177,8 +175,8 @@ def test_alpha_threshold_is_capped_by_mean_occupancy(occupancy_mean, expect_kept
     sampler = sampler_with_grid(torch.ones(1, 8, 8, 8, dtype=torch.bool), occupancy_mean)
     origins, directions = rays_towards_centre(16, seed=3)
     options = MarchingOptions(render_step_size=0.01, alpha_threshold=1e-2, early_stop_eps=1e-4)
-    marched = sampler.sample(origins, directions, options)
-    culled = sampler.sample(origins, directions, options, density_fn=constant_alpha_density(0.005, 0.01))
+    marched = sample(sampler, origins, directions, options)
+    culled = sample(sampler, origins, directions, options, density_fn=constant_alpha_density(0.005, 0.01))
     assert marched[0].numel() > 0
     assert culled[0].numel() == (marched[0].numel() if expect_kept else 0)
 
@@ -189,15 +187,15 @@ def test_alpha_culling_waits_for_warmup():
     sampler = sampler_with_grid(torch.ones(1, 8, 8, 8, dtype=torch.bool), occupancy_mean=0.5, warmed_up=False)
     origins, directions = rays_towards_centre(16, seed=3)
     options = MarchingOptions(render_step_size=0.01, alpha_threshold=1e-2, early_stop_eps=1e-4)
-    marched = sampler.sample(origins, directions, options)
+    marched = sample(sampler, origins, directions, options)
     faint = constant_alpha_density(0.005, 0.01)
-    assert sampler.sample(origins, directions, options, density_fn=faint)[0].numel() == marched[0].numel()
+    assert sample(sampler, origins, directions, options, density_fn=faint)[0].numel() == marched[0].numel()
     opaque = constant_alpha_density(0.5, 0.01)  # transmittance < 1e-4 after 14 samples
-    assert sampler.sample(origins, directions, options, density_fn=opaque)[0].numel() < marched[0].numel()
+    assert sample(sampler, origins, directions, options, density_fn=opaque)[0].numel() < marched[0].numel()
 
-    sampler.update(300, faint, render_step_size=0.01, warmup_steps=256, every_n_steps=7)  # not an update step
+    update(sampler, 300, faint, render_step_size=0.01, warmup_steps=256, every_n_steps=7)  # not an update step
     assert torch.equal(sampler.grid.occs, torch.full_like(sampler.grid.occs, 0.5))
-    assert sampler.sample(origins, directions, options, density_fn=faint)[0].numel() == 0
+    assert sample(sampler, origins, directions, options, density_fn=faint)[0].numel() == 0
 
 
 def test_sample_returns_nothing_for_an_empty_grid():
@@ -205,7 +203,7 @@ def test_sample_returns_nothing_for_an_empty_grid():
     sampler = sampler_with_grid(torch.zeros(1, 8, 8, 8, dtype=torch.bool), occupancy_mean=0.5)
     origins, directions = rays_towards_centre(8, seed=4)
     for density_fn in (None, gaussian_blob_density):
-        ray_indices, t_starts, t_ends = sampler.sample(origins, directions, MarchingOptions(render_step_size=0.01), density_fn)
+        ray_indices, t_starts, t_ends = sample(sampler, origins, directions, MarchingOptions(render_step_size=0.01), density_fn)
         assert ray_indices.numel() == t_starts.numel() == t_ends.numel() == 0
 
 
@@ -242,7 +240,7 @@ def test_warmup_updates_mark_the_cells_of_the_density():
     torch.manual_seed(0)  # the update samples one random point per cell
     sampler = OccupancySampler(AABB, resolution=16, levels=1, backend="torch")
     for step in (0, 16, 32, 48):
-        sampler.update(step, solid_sphere_density, render_step_size=0.01)
+        update(sampler, step, solid_sphere_density, render_step_size=0.01)
     occupied = sampler.grid.binaries[0].numpy()
     fully_inside, fully_outside = cells_against_sphere(16)
     assert fully_inside.sum() >= 8
@@ -255,9 +253,9 @@ def test_warmup_updates_mark_the_cells_of_the_density():
 def test_update_honours_every_n_steps():
     """Steps that are not a multiple of ``every_n_steps`` leave the grid untouched; multiples update it."""
     sampler = OccupancySampler(AABB, resolution=8, levels=1, backend="torch")
-    sampler.update(3, solid_sphere_density, render_step_size=0.01, every_n_steps=16)
+    update(sampler, 3, solid_sphere_density, render_step_size=0.01, every_n_steps=16)
     assert not bool(sampler.grid.occs.any()) and not bool(sampler.grid.binaries.any())
-    sampler.update(16, solid_sphere_density, render_step_size=0.01, every_n_steps=16)
+    update(sampler, 16, solid_sphere_density, render_step_size=0.01, every_n_steps=16)
     assert bool(sampler.grid.binaries.any())
 
 
@@ -280,7 +278,7 @@ def test_warmup_update_matches_nerfacc(levels):
     ours = OccupancySampler(AABB, resolution=8, levels=levels, backend="torch")
     theirs = OccGridEstimator(roi_aabb=AABB, resolution=8, levels=levels)
     for step in (0, 16):
-        ours.update(step, density, render_step_size=0.01, ema_decay=0.9, every_n_steps=16)
+        update(ours, step, density, render_step_size=0.01, ema_decay=0.9, every_n_steps=16)
         theirs._update(step=step, occ_eval_fn=lambda x: density(x) * 0.01, ema_decay=0.9, warmup_steps=256)
     assert 0.2 < theirs.binaries.float().mean() < 0.8
     torch.testing.assert_close(ours.grid.occs, theirs.occs)
@@ -323,14 +321,12 @@ def _probe_with_backend_module(monkeypatch, compiled_ops):
     import sys
     import types
 
-    from nerfstudio_accel.sampling import occupancy
-
     backend = types.ModuleType("nerfacc.cuda._backend")
     backend._C = compiled_ops
     monkeypatch.setitem(sys.modules, "nerfacc.cuda._backend", backend)
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
-    monkeypatch.setattr(occupancy, "_NERFACC_OPS_STATUS", None)
-    return occupancy.nerfacc_ops_unavailable_reason()
+    monkeypatch.setattr(backends, "_NERFACC_OPS_STATUS", None)
+    return backends.nerfacc_ops_unavailable_reason()
 
 
 def test_nerfacc_probe_finds_the_compiled_extension(monkeypatch):
@@ -353,7 +349,8 @@ def test_stratified_marching_shifts_each_ray_lattice_by_under_one_step():
 
     def lattice_phase(stratified: bool) -> torch.Tensor:
         """Per sample: (t_start - near) / step, modulo one step."""
-        ray_indices, t_starts, _ = sampler.march(origins, directions, options, stratified=stratified)
+        sampler.marching = options
+        ray_indices, t_starts, _ = sampler.march(origins, directions, stratified=stratified)
         steps = (t_starts - options.near_plane) / options.render_step_size
         return ray_indices, torch.remainder(steps + 1e-4, 1.0) - 1e-4
 

@@ -16,9 +16,10 @@ from conftest import cli_env
 
 from nerfstudio_accel.viewer import accel_panel, page_camera, scene_overlays
 from nerfstudio_accel.viewer.accel_panel import AccelPanel, summary_markdown
-from nerfstudio_accel.viewer.headless_browser import free_port, viewer_port
 from nerfstudio_accel.viewer.training_stats import TrainingStats
+from nerfstudio_accel.viewer.training_viewer import TrainingViewer
 from accel_test_helpers import make_trainer, run_steps
+from headless_browser import free_port, viewer_port
 
 
 @pytest.fixture
@@ -70,6 +71,11 @@ def test_stats_average_over_the_window_and_thin_the_history():
     assert values["occupied_fraction"] == 0.25
 
 
+def attach(trainer, panel: AccelPanel) -> None:
+    """Give ``trainer`` the viewer side of a run with ``panel``, refreshed every ``--accel-panel-every`` steps."""
+    trainer.training_viewer = TrainingViewer(trainer.pipeline, panel, trainer.config.accel_panel_every)
+
+
 def test_summary_leaves_out_unknown_values_and_formats_the_eta():
     text = summary_markdown({"step": 5, "rays_per_second": 1234.4, "psnr": float("nan"), "eta_seconds": 3725.0})
     assert "| training rays/s | 1,234 |" in text and "| ETA | 1h 02m |" in text and "PSNR" not in text
@@ -78,7 +84,7 @@ def test_summary_leaves_out_unknown_values_and_formats_the_eta():
 def test_panel_shows_the_pipelines_own_metrics(tiny_scene, tmp_path, viser_server):
     trainer = make_trainer(tiny_scene, tmp_path, accel_panel_every=1)
     panel = AccelPanel(viser_server, trainer.pipeline, TrainingStats(max_steps=100, precision=trainer.precision), chart_every_seconds=0.0)
-    trainer.accel_panel = panel
+    attach(trainer, panel)
     run_steps(trainer, 0, 3)
     metrics = trainer.last_metrics
     text = panel.summary.content
@@ -97,24 +103,26 @@ def test_panel_shows_the_pipelines_own_metrics(tiny_scene, tmp_path, viser_serve
 
 def test_the_charts_clock_counts_every_step_not_only_the_recorded_ones(tiny_scene, tmp_path, viser_server):
     trainer = make_trainer(tiny_scene, tmp_path, accel_panel_every=3)
-    trainer.accel_panel = AccelPanel(viser_server, trainer.pipeline, TrainingStats(max_steps=100))
+    attach(trainer, AccelPanel(viser_server, trainer.pipeline, TrainingStats(max_steps=100)))
     run_steps(trainer, 0, 7)  # recorded at steps 0, 3 and 6
     stats = trainer.accel_panel.stats
     recorded = sum(record.seconds for record in stats.steps)
-    assert stats.history[-1][0] == trainer.training_seconds > recorded  # four unrecorded steps add their time
+    assert stats.history[-1][0] == trainer.training_viewer.training_seconds > recorded  # four unrecorded steps add their time
 
 
-def test_culled_samples_are_counted_only_on_the_steps_the_panel_reads(tiny_scene, tmp_path, viser_server):
+def test_the_panel_shows_the_culling_counts_of_the_steps_it_reads(tiny_scene, tmp_path, viser_server):
     trainer = make_trainer(tiny_scene, tmp_path, accel_panel_every=3)
-    trainer.accel_panel = AccelPanel(viser_server, trainer.pipeline, TrainingStats(max_steps=100))
-    run_steps(trainer, 0, 5)  # read at steps 0 and 3
-    model = trainer.pipeline.model
-    assert not model.record_sampling and model.last_sampling["candidates"] > 0  # step 3's counts, step 4 not counted
+    attach(trainer, AccelPanel(viser_server, trainer.pipeline, TrainingStats(max_steps=100)))
+    run_steps(trainer, 0, 4)  # read at steps 0 and 3
+    values = trainer.accel_panel.stats.snapshot()
+    counts = trainer.pipeline.model.sampling_figures()  # step 3's
+    assert values["step"] == 3 and counts["candidates"] > 0
+    assert values["alpha_culled_fraction"] == pytest.approx(counts["alpha_culled"] / counts["candidates"])
 
 
 def test_the_chart_is_redrawn_at_most_every_chart_interval(tiny_scene, tmp_path, viser_server):
     trainer = make_trainer(tiny_scene, tmp_path, accel_panel_every=1)
-    trainer.accel_panel = AccelPanel(viser_server, trainer.pipeline, TrainingStats(max_steps=10), chart_every_seconds=3600.0)
+    attach(trainer, AccelPanel(viser_server, trainer.pipeline, TrainingStats(max_steps=10), chart_every_seconds=3600.0))
     run_steps(trainer, 0, 3)
     assert len(trainer.accel_panel.chart.figure.data[0].x) == 1  # drawn at the first refresh only
     assert "| training step | 2 |" in trainer.accel_panel.summary.content  # the table follows every refresh
@@ -123,9 +131,9 @@ def test_the_chart_is_redrawn_at_most_every_chart_interval(tiny_scene, tmp_path,
 def test_toggles_add_and_remove_bounded_scene_nodes(tiny_scene, tmp_path, viser_server):
     trainer = make_trainer(tiny_scene, tmp_path)
     panel = AccelPanel(viser_server, trainer.pipeline, TrainingStats(max_steps=10), max_points=50)
-    trainer.accel_panel = panel
+    attach(trainer, panel)
     run_steps(trainer, 0, 2)
-    assert panel.nodes == {} and not trainer.pipeline.record_hard_samples
+    assert panel.nodes == {} and not trainer.pipeline._keeping_hard_samples
     panel.show_sampling.value = True
     panel.draw_sampling()
     grid = scene_overlays.occupied_cell_centres(trainer.pipeline.model.sampler, 50)
@@ -137,20 +145,20 @@ def test_toggles_add_and_remove_bounded_scene_nodes(tiny_scene, tmp_path, viser_
     panel.draw_sampling()
     assert panel.nodes[accel_panel.GRID_NODE] is drawn  # the grid is sent again only after it changes
     sampler = trainer.pipeline.model.sampler
-    sampler.update(0, trainer.pipeline.model.field.density, trainer.pipeline.model.marching.render_step_size)
+    sampler.update(0, trainer.pipeline.model.field.density)
     panel.draw_sampling()
     assert panel.nodes[accel_panel.GRID_NODE] is not drawn and len(sent) == 1
     cell = scene_overlays.finest_cell_size(sampler)
     assert 2 * sent[0]["point_size"] == pytest.approx(0.35 * cell * 10.0)  # a third of a cell across, in viser units
     panel.show_hard.value = True
     panel.draw_hard_samples()
-    assert trainer.pipeline.record_hard_samples and accel_panel.HARD_NODE not in panel.nodes  # no batch kept yet
+    assert trainer.pipeline._keeping_hard_samples and accel_panel.HARD_NODE not in panel.nodes  # no batch kept yet
     run_steps(trainer, 2, 1)
     panel.draw_hard_samples()
     assert accel_panel.HARD_NODE in panel.nodes
     panel.show_sampling.value = panel.show_hard.value = False
     panel.refresh()
-    assert panel.nodes == {} and not trainer.pipeline.record_hard_samples
+    assert panel.nodes == {} and not trainer.pipeline._keeping_hard_samples
 
 
 def test_a_tick_redraws_between_steps_and_while_training_is_paused(tiny_scene, tmp_path, viser_server):
@@ -177,7 +185,7 @@ def test_a_tick_redraws_between_steps_and_while_training_is_paused(tiny_scene, t
     panel.show_sampling.value = False
     assert wait_for(lambda: accel_panel.GRID_NODE not in panel.nodes)
     panel.show_hard.value = True
-    assert wait_for(lambda: trainer.pipeline.record_hard_samples)
+    assert wait_for(lambda: trainer.pipeline._keeping_hard_samples)
 
 
 def test_no_hard_sample_toggle_without_hard_mining(tiny_scene, tmp_path, viser_server):
@@ -188,7 +196,7 @@ def test_no_hard_sample_toggle_without_hard_mining(tiny_scene, tmp_path, viser_s
     panel.show_hard.value = True
     panel.refresh()
     run_steps(trainer, 0, 1)
-    assert not trainer.pipeline.record_hard_samples and trainer.pipeline.last_hard_samples is None
+    assert not trainer.pipeline._keeping_hard_samples and trainer.pipeline.hard_samples() is None
     assert accel_panel.HARD_NODE not in panel.nodes
 
 
@@ -198,14 +206,14 @@ def test_both_overlays_draw_for_accel_nerfacto(tiny_scene, tmp_path, viser_serve
 
     trainer = make_trainer(tiny_scene, tmp_path, method=accel_nerfacto.config, model={"implementation": "torch"})
     panel = AccelPanel(viser_server, trainer.pipeline, TrainingStats(max_steps=10), max_points=50)
-    trainer.accel_panel = panel
+    attach(trainer, panel)
     origin, direction = torch.tensor([0.0, -3.0, 0.5]), torch.tensor([0.0, 1.0, 0.0])
     monkeypatch.setattr(panel, "view_centre_ray", lambda: (origin, direction))
     panel.show_sampling.value = panel.show_hard.value = True
     run_steps(trainer, 0, 2)
     panel.refresh()
     assert accel_panel.PROPOSAL_NODE in panel.nodes and accel_panel.HARD_NODE in panel.nodes
-    ray_indices, positions, n_rays, hard = trainer.pipeline.last_hard_samples
+    ray_indices, positions, n_rays, hard = trainer.pipeline.hard_samples()
     assert positions.shape == (ray_indices.numel(), 3) and int(ray_indices.max()) == n_rays - 1 and hard.numel() > 0
 
 
@@ -223,7 +231,7 @@ def test_proposal_overlay_draws_the_main_samples_of_the_view_centre_ray(tmp_path
     view, on that ray and in front of the camera; nothing without a client."""
     from nerfstudio.data.dataparsers.nerfstudio_dataparser import NerfstudioDataParserConfig
 
-    from nerfstudio_accel.data.unbounded_scene import UnboundedSceneSpec, generate_unbounded_scene
+    from nerfstudio_accel.scenes.unbounded_scene import UnboundedSceneSpec, generate_unbounded_scene
 
     scene = generate_unbounded_scene(tmp_path / "scene", UnboundedSceneSpec(num_train=6, num_val=1, num_test=1, resolution=16))
     trainer = make_trainer(scene, tmp_path / "out", dataparser=NerfstudioDataParserConfig())
@@ -346,6 +354,5 @@ def test_no_viewer_no_panel(tiny_scene, tmp_path):
     trainer = make_trainer(tiny_scene, tmp_path)
     trainer._init_viewer_state()  # what Trainer.train calls; with --vis tensorboard there is no viewer
     run_steps(trainer, 0, 2)
-    assert trainer.accel_panel is None and not trainer.pipeline.record_hard_samples
-    assert not trainer.pipeline.model.record_sampling and trainer.pipeline.model.last_sampling == {}
-    assert trainer.pipeline.last_hard_samples is None
+    assert trainer.accel_panel is None and not trainer.pipeline._keeping_hard_samples
+    assert trainer.pipeline.hard_samples() is None

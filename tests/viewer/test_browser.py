@@ -10,8 +10,7 @@ import time
 import numpy as np
 import pytest
 from conftest import cli_env, console_script
-
-from nerfstudio_accel.viewer.headless_browser import (
+from headless_browser import (
     WatchedTraining, canvas_pixels, chromium_missing_reason, click_checkbox, free_port, read_panel, viewer_port,
 )
 

@@ -1,7 +1,7 @@
 """Pure-PyTorch multiresolution hash encoding: the reference every other backend is tested against.
 
 Written for clarity, not speed: per level, the 8 corner indices of every point (dense or hashed, see
-:mod:`nerfstudio_accel.fields.hash_layout`), a gather from the flat table and trilinear weights.
+:mod:`nerfstudio_accel.kernels.hash_layout`), a gather from the flat table and trilinear weights.
 Autograd provides the gradients for the table and for the input points.
 """
 
@@ -13,7 +13,7 @@ import torch
 from jaxtyping import Float, Int
 from torch import Tensor
 
-from nerfstudio_accel.fields.hash_layout import HASH_PRIMES, HashGridLayout
+from nerfstudio_accel.kernels.hash_layout import HASH_PRIMES, HashGridLayout
 
 CORNER_BITS = torch.tensor(list(itertools.product((0, 1), repeat=3)), dtype=torch.int64)[:, [2, 1, 0]]
 """``(8, 3)``: per corner, 0 or 1 along x, y, z (corner ``c`` has x = bit 0 of ``c``, y = bit 1, z = bit 2)."""

@@ -1,6 +1,6 @@
 """Procedural unbounded scene written in nerfstudio-data format (``transforms.json`` + ``images/``).
 
-The object of :mod:`nerfstudio_accel.data.scenes` (inside [-0.7, 0.7]^3, centred on the
+The object of :mod:`nerfstudio_accel.scenes.object_scene` (inside [-0.7, 0.7]^3, centred on the
 origin) rests on an infinite textured ground plane z = GROUND_HEIGHT, and everything sits
 inside a self-lit backdrop sphere of radius ``backdrop_radius`` (50 scene units by default,
 ~36x the object's size) with striped sky and a skyline. Object and ground are Lambertian
@@ -27,19 +27,8 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
-from nerfstudio_accel.data.scenes import (
-    Primitive,
-    SceneSpec,
-    Sphere,
-    Texture,
-    _checker,
-    _nearest_positive,
-    build_primitives,
-    look_at_origin,
-    pixel_ray_directions,
-    shade,
-    trace,
-)
+from nerfstudio_accel.scenes.object_scene import SceneSpec, build_primitives, look_at_origin, pixel_ray_directions
+from nerfstudio_accel.scenes.primitives import Primitive, Sphere, Texture, checker, nearest_positive, shade, trace
 
 GROUND_HEIGHT = -0.5  # the object's base slab rests on the ground plane z = GROUND_HEIGHT
 IMAGE_DIR = "images"
@@ -94,7 +83,7 @@ class GroundPlane:
         """origins, directions: (n_rays, 3). Returns (n_rays,), inf for rays parallel to or leaving the plane."""
         with np.errstate(divide="ignore", invalid="ignore"):
             distances = (self.height - origins[:, 2]) / directions[:, 2]
-        return _nearest_positive(distances[None])
+        return nearest_positive(distances[None])
 
     def normals(self, points: np.ndarray) -> np.ndarray:
         return np.broadcast_to(np.array([0.0, 0.0, 1.0]), points.shape).copy()
@@ -111,7 +100,7 @@ def _ground_texture(points: np.ndarray, cell: float, near_colours: np.ndarray, f
     is 1 / (1 + (r / fade_radius)^2) at distance r from the Z axis, so the far ground stays
     smooth enough not to alias; its waves have a 6-unit radial and a 7-fold angular period.
     """
-    near = _checker(points, origin=np.zeros(3), cell=cell, colours=near_colours, axes=(0, 1))
+    near = checker(points, origin=np.zeros(3), cell=cell, colours=near_colours, axes=(0, 1))
     radius = np.hypot(points[:, 0], points[:, 1])
     azimuth = np.arctan2(points[:, 1], points[:, 0])
     wave = 0.5 + 0.25 * np.cos(2.0 * np.pi * radius / 6.0) + 0.25 * np.cos(7.0 * azimuth)
@@ -162,7 +151,7 @@ def render_rays(primitives: list[Primitive], origins: np.ndarray, directions: np
     """Radiance along rays starting inside the backdrop (the last primitive).
 
     origins, directions: (n_rays, 3), unit directions. Returns (n_rays, 3) in [0, 1]: the
-    backdrop's texture unshaded; every other primitive Lambertian-shaded by ``scenes.shade``
+    backdrop's texture unshaded; every other primitive Lambertian-shaded by ``primitives.shade``
     with shadows cast among all primitives but the backdrop. Rays that hit nothing are black.
     """
     distances, hit_primitive = trace(primitives, origins, directions)
@@ -178,7 +167,7 @@ def render_rays(primitives: list[Primitive], origins: np.ndarray, directions: np
 
 def world_pixel_rays(camera_to_world: np.ndarray, spec: UnboundedSceneSpec) -> tuple[np.ndarray, np.ndarray]:
     """World-space sub-pixel rays of one camera: origins and unit directions, (H * s * W * s, 3) each,
-    in the row-major order of ``scenes.pixel_ray_directions``. camera_to_world: (4, 4) OpenGL."""
+    in the row-major order of ``object_scene.pixel_ray_directions``. camera_to_world: (4, 4) OpenGL."""
     directions = pixel_ray_directions(spec).reshape(-1, 3) @ camera_to_world[:3, :3].T
     directions /= np.linalg.norm(directions, axis=1, keepdims=True)
     return np.broadcast_to(camera_to_world[:3, 3], directions.shape), directions

@@ -1,12 +1,11 @@
 """numba's threading for our CPU kernels: the ``workqueue`` layer, and one process-wide lock around it.
 
-numba takes TBB, else OpenMP, else ``workqueue``; with OpenMP (what loads on our machines) its worker
-threads spin after each kernel while PyTorch's own OpenMP threads want the same cores: on 2 cores a
-proposal-sampler step on a phone capture took a median 335-690 ms with spikes to 2.6 s, against
-89-96 ms with ``workqueue`` (docs/captured_scenes.md). So, unless the user chose a layer through ``NUMBA_THREADING_LAYER``, the
-kernels run on ``workqueue``. That layer aborts the process when two threads launch parallel kernels at
-once, as the viewer's render thread does while training runs: :data:`PARALLEL_KERNELS` makes them take
-turns (each kernel already uses every core, so taking turns costs nothing).
+numba takes TBB, else OpenMP, else ``workqueue``; with OpenMP its worker threads spin after each kernel
+while PyTorch's own OpenMP threads want the same cores (measured in docs/captured_scenes.md). So, unless
+the user chose a layer through ``NUMBA_THREADING_LAYER``, the kernels run on ``workqueue``. That layer
+aborts the process when two threads launch parallel kernels at once, as the viewer's render thread does
+while training runs: :data:`PARALLEL_KERNELS` makes them take turns (each kernel already uses every
+core, so taking turns costs nothing).
 """
 
 from __future__ import annotations

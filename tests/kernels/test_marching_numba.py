@@ -6,8 +6,11 @@ from __future__ import annotations
 import pytest
 import torch
 
-from nerfstudio_accel.sampling import marching_numba, torch_ops
+from nerfstudio_accel.kernels import marching_numba
+from nerfstudio_accel.sampling import torch_ops
 from nerfstudio_accel.sampling.occupancy import MarchingOptions, OccupancySampler
+
+from accel_test_helpers import sample
 
 
 def scene(levels: int, seed: int, n_rays: int = 1500):
@@ -60,6 +63,6 @@ def test_sampler_with_kernel_backend_samples_like_the_torch_backend():
         sampler = OccupancySampler(torch.tensor([-1.0, -1.0, -1.0, 1.0, 1.0, 1.0]), resolution=24, backend=backend)
         sampler.grid.binaries = binaries.clone()
         density = lambda points: 50.0 * torch.exp(-(points**2).sum(dim=-1, keepdim=True) / 0.2)  # noqa: E731
-        results.append(sampler.sample(origins, directions, options, density_fn=density))
+        results.append(sample(sampler, origins, directions, options, density_fn=density))
     for actual, expected in zip(*results):
         assert torch.equal(actual, expected)

@@ -1,6 +1,7 @@
 """Input checks for captured scenes: a COLMAP folder as nerfstudio's ``colmap`` parser reads it, and a
 nerfstudio ``transforms.json`` without camera intrinsics. Each bad input stops ``ns-train`` with one line
-naming what is wrong and the fix; a real phone capture (``../shared/data/fruit``) passes.
+naming what is wrong and the fix; a real phone capture (``../shared/data/fruit``) passes. ``check_scene``
+picks the check by the parser config and tells whether the first training image nerfstudio reads has alpha.
 """
 
 from __future__ import annotations
@@ -14,7 +15,10 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from nerfstudio_accel.data.validation import SceneDataError, check_colmap_scene, check_nerfstudio_scene, find_colmap_model
+from nerfstudio_accel.data.scene_checks import SceneFacts, check_colmap_scene, check_nerfstudio_scene, check_scene, find_colmap_model
+from nerfstudio_accel.errors import SceneDataError
+from nerfstudio_accel.scenes.object_scene import SceneSpec, generate_scene
+from nerfstudio_accel.scenes.unbounded_scene import UnboundedSceneSpec, generate_unbounded_scene
 
 FRUIT = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "fruit"
 NS_TRAIN_FLAGS = ("--max-num-iterations", "1", "--vis", "tensorboard", "--machine.device-type", "cpu")
@@ -209,3 +213,105 @@ def test_real_phone_capture_with_distortion_passes():
     meta = json.loads((FRUIT / "transforms.json").read_text())
     assert meta["k1"] != 0 and "fl_x" in meta  # a distorted camera, intrinsics at the top level
     check_nerfstudio_scene(FRUIT)
+
+
+# --- check_scene: the check of the parser config, and the first training image's alpha -------------
+
+BLENDER_SPEC = SceneSpec(num_train=3, num_val=1, num_test=1, resolution=8, supersample=1, seed=0)
+CAPTURE_SPEC = UnboundedSceneSpec(num_train=6, num_val=1, num_test=1, resolution=8, supersample=1, seed=0)
+
+
+def nerfstudio_reads_alpha(parser) -> bool:
+    """Whether the first training image nerfstudio loads through ``parser`` keeps 4 channels."""
+    from nerfstudio.data.datasets.base_dataset import InputDataset
+
+    outputs = parser.setup().get_dataparser_outputs("train")
+    return InputDataset(outputs).get_numpy_image(0).shape[-1] == 4
+
+
+def test_check_scene_runs_the_check_of_the_parser_config(tmp_path: Path):
+    from nerfstudio.data.dataparsers.blender_dataparser import BlenderDataParserConfig
+    from nerfstudio.data.dataparsers.colmap_dataparser import ColmapDataParserConfig
+    from nerfstudio.data.dataparsers.instant_ngp_dataparser import InstantNGPDataParserConfig
+    from nerfstudio.data.dataparsers.nerfstudio_dataparser import NerfstudioDataParserConfig
+
+    blender = generate_scene(tmp_path / "blender", BLENDER_SPEC)
+    colmap = colmap_scene(blender, tmp_path / "colmap", model_folder="sparse/0")
+    (blender / "transforms_test.json").unlink()
+
+    # blender-data: train, and the eval split when it is val or test
+    assert check_scene(blender, BlenderDataParserConfig()) == SceneFacts(bounded=True, images_have_alpha=True)
+    assert check_scene(blender, BlenderDataParserConfig(), eval_split="inference") == SceneFacts(bounded=True, images_have_alpha=True)
+    with pytest.raises(SceneDataError, match="has no transforms_test.json, which blender-data needs"):
+        check_scene(blender, BlenderDataParserConfig(), eval_split="test")
+    # nerfstudio-data on a Blender folder: the nerfstudio check, which names the other subcommand
+    with pytest.raises(SceneDataError, match="is a Blender-format scene"):
+        check_scene(blender, NerfstudioDataParserConfig())
+    # colmap: with the parser's colmap_path, images_path and load_3D_points
+    with pytest.raises(SceneDataError, match="--colmap-path sparse/0"):
+        check_scene(colmap, ColmapDataParserConfig())
+    assert check_scene(colmap, ColmapDataParserConfig(colmap_path=Path("sparse/0"))) == SceneFacts(bounded=False, images_have_alpha=False)
+    (colmap / "images").rename(colmap / "photos")
+    with pytest.raises(SceneDataError, match="--images-path images"):
+        check_scene(colmap, ColmapDataParserConfig(colmap_path=Path("sparse/0")))
+    (colmap / "sparse/0/points3D.txt").unlink()
+    with pytest.raises(SceneDataError, match="no points3D.bin or points3D.txt"):
+        check_scene(colmap, ColmapDataParserConfig(colmap_path=Path("sparse/0"), images_path=Path("photos")))
+    no_points = ColmapDataParserConfig(colmap_path=Path("sparse/0"), images_path=Path("photos"), load_3D_points=False)
+    assert check_scene(colmap, no_points) == SceneFacts(bounded=False, images_have_alpha=False)
+    # a parser without a check: nothing is read, nothing is known
+    assert check_scene(tmp_path / "nowhere", InstantNGPDataParserConfig()) == SceneFacts(bounded=False, images_have_alpha=None)
+
+
+def test_images_have_alpha_of_generated_scenes_is_what_nerfstudio_loads(tmp_path: Path):
+    """The Blender scene's PNGs are RGBA, the capture's RGB, a COLMAP scene made of RGB copies RGB: the fact
+    agrees with the first training image nerfstudio's own parser and dataset load."""
+    from nerfstudio.data.dataparsers.blender_dataparser import BlenderDataParserConfig
+    from nerfstudio.data.dataparsers.colmap_dataparser import ColmapDataParserConfig
+    from nerfstudio.data.dataparsers.nerfstudio_dataparser import NerfstudioDataParserConfig
+
+    blender = generate_scene(tmp_path / "blender", BLENDER_SPEC)
+    capture = generate_unbounded_scene(tmp_path / "capture", CAPTURE_SPEC)
+    colmap = colmap_scene(blender, tmp_path / "colmap", model_folder="colmap/sparse/0")
+    cases = [
+        (blender, BlenderDataParserConfig(data=blender), True),
+        (capture, NerfstudioDataParserConfig(data=capture, downscale_factor=1), False),
+        (colmap, ColmapDataParserConfig(data=colmap, downscale_factor=1), False),
+    ]
+    for scene, parser, has_alpha in cases:
+        facts = check_scene(scene, parser)
+        assert facts.images_have_alpha is has_alpha
+        assert nerfstudio_reads_alpha(parser) is has_alpha
+
+
+@pytest.mark.parametrize("split_by", ["filenames", "fraction", "interval"])
+def test_images_have_alpha_looks_at_the_first_training_image_in_nerfstudio_order(tmp_path: Path, split_by: str):
+    """Photos of a capture given alpha one at a time: only the first training image in nerfstudio's order
+    (frames sorted by path, then ``train_filenames`` or the ``eval_mode`` split) sets the fact, and it is the
+    image nerfstudio loads first."""
+    from nerfstudio.data.dataparsers.nerfstudio_dataparser import NerfstudioDataParserConfig
+
+    scene = generate_unbounded_scene(tmp_path / "capture", CAPTURE_SPEC)
+    meta = json.loads((scene / "transforms.json").read_text())
+    meta["frames"].reverse()  # the parser sorts frames by path: the json's order does not count
+    parser = NerfstudioDataParserConfig(data=scene, downscale_factor=1)
+    if split_by == "filenames":
+        meta["train_filenames"].remove("images/frame_00001.png")
+    else:
+        for split in ("train", "val", "test"):
+            del meta[f"{split}_filenames"]
+        parser.eval_mode = split_by  # interval: frame 0 is an eval frame
+    (scene / "transforms.json").write_text(json.dumps(meta))
+    first = {"filenames": "frame_00002.png", "fraction": "frame_00001.png", "interval": "frame_00002.png"}[split_by]
+
+    assert check_scene(scene, parser).images_have_alpha is False
+    with_alpha = []
+    for image in sorted((scene / "images").glob("*.png")):
+        rgb = image.read_bytes()
+        Image.open(image).convert("RGBA").save(image)
+        facts = check_scene(scene, parser)
+        assert facts.images_have_alpha is nerfstudio_reads_alpha(parser)
+        if facts.images_have_alpha:
+            with_alpha.append(image.name)
+        image.write_bytes(rgb)
+    assert with_alpha == [first]

@@ -13,8 +13,10 @@ from PIL import Image
 from nerfstudio.cameras.cameras import CameraType
 from nerfstudio.data.dataparsers.base_dataparser import DataparserOutputs
 from nerfstudio.data.dataparsers.nerfstudio_dataparser import NerfstudioDataParserConfig
-from nerfstudio_accel.data.scenes import OBJECT_BOUND, look_at_origin, main, trace
-from nerfstudio_accel.data.unbounded_scene import (
+from nerfstudio_accel.scenes.cli import main
+from nerfstudio_accel.scenes.object_scene import OBJECT_BOUND, look_at_origin
+from nerfstudio_accel.scenes.primitives import trace
+from nerfstudio_accel.scenes.unbounded_scene import (
     UnboundedSceneSpec,
     arc_camera_positions,
     build_unbounded_scene,

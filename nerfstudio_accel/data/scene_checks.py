@@ -1,16 +1,24 @@
 """Checks of a scene folder before nerfstudio loads it, each failing with one line that says what to fix.
 
 nerfstudio's parsers fail on bad input deep inside loading, with a stack trace that names
-neither the file nor the fix. These checks run first and raise :class:`SceneDataError`.
+neither the file nor the fix. These checks run first and raise :class:`SceneDataError`;
+:func:`check_scene` picks the check for a parser config and returns what training needs to know
+of the images (:class:`SceneFacts`).
 """
 
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, List, Optional, Tuple, Union
+from typing import TYPE_CHECKING, Iterable, List, Optional, Sequence, Tuple, Union
 
 from PIL import Image
+
+from nerfstudio_accel.errors import SceneDataError
+
+if TYPE_CHECKING:
+    from nerfstudio.data.dataparsers.base_dataparser import DataParserConfig
 
 INTRINSICS_KEYS = ("fl_x", "fl_y", "cx", "cy", "w", "h")
 """Camera intrinsics nerfstudio-data reads from ``transforms.json``, at the top level or in every frame (pixels)."""
@@ -20,8 +28,99 @@ COLMAP_MODEL_FOLDERS = ("colmap/sparse/0", "sparse/0", "sparse")
 ``--colmap-path``), then COLMAP's own (Mip-NeRF 360, Tanks and Temples)."""
 
 
-class SceneDataError(ValueError):
-    """A scene folder that cannot be trained on; the message is one line with the fix."""
+@dataclass(frozen=True)
+class SceneFacts:
+    """What :func:`check_scene` learned of a scene folder that training choices follow from."""
+
+    bounded: bool
+    """An object inside a known box (blender-data), rather than a capture of unbounded space."""
+    images_have_alpha: Optional[bool]
+    """Whether the first training image, in the order the parser reads it, has an alpha channel; ``None``
+    when that cannot be told without loading the data (a parser without a check here, or split files the
+    parser would refuse)."""
+
+
+def check_scene(data: Path, parser: DataParserConfig, eval_split: str = "val") -> SceneFacts:
+    """Check ``data`` as ``parser`` will read it, picked by the parser config's type: blender-data (the
+    ``train`` split and ``eval_split`` when that is ``val`` or ``test``), nerfstudio-data, or colmap (its
+    ``colmap_path``, ``images_path`` and ``load_3D_points``); any other parser is not checked. Raises
+    :class:`SceneDataError`."""
+    from nerfstudio.data.dataparsers.blender_dataparser import BlenderDataParserConfig
+    from nerfstudio.data.dataparsers.colmap_dataparser import ColmapDataParserConfig
+    from nerfstudio.data.dataparsers.nerfstudio_dataparser import NerfstudioDataParserConfig
+
+    data = Path(data)
+    if isinstance(parser, BlenderDataParserConfig):
+        check_blender_scene(data, ["train"] + ([eval_split] if eval_split in ("val", "test") else []))
+        first = _first_blender_image(data)
+    elif isinstance(parser, NerfstudioDataParserConfig):
+        check_nerfstudio_scene(data)
+        first = _first_nerfstudio_image(data, parser)
+    elif isinstance(parser, ColmapDataParserConfig):
+        images = _check_colmap_scene(data, parser.colmap_path, parser.images_path, parser.load_3D_points)
+        first = _first_colmap_image(data, images, parser)
+    else:
+        first = None
+    bounded = isinstance(parser, BlenderDataParserConfig)
+    return SceneFacts(bounded=bounded, images_have_alpha=None if first is None else _has_alpha(first))
+
+
+def _has_alpha(image_path: Path) -> bool:
+    """Whether the image's mode has an alpha band (``RGBA``, ``LA``, ``PA``); reads only its header."""
+    with Image.open(image_path) as image:
+        return "A" in image.getbands()
+
+
+def _first_blender_image(data: Path) -> Path:
+    """The image of the first frame of ``transforms_train.json``: the parser keeps the json's order."""
+    return blender_image_path(data, _load_frames(data / "transforms_train.json")[0]["file_path"])
+
+
+def _first_nerfstudio_image(data: Path, parser) -> Optional[Path]:
+    """The first training image of a nerfstudio-data capture as its parser picks it: frames sorted by path,
+    then ``train_filenames`` or the parser's ``eval_mode`` split; ``None`` where the parser would refuse."""
+    transforms = data if data.suffix == ".json" else data / "transforms.json"
+    meta, frames = _load_transforms(transforms)
+    paths = sorted(transforms.parent / frame["file_path"] for frame in frames)
+    if "train_filenames" in meta:
+        listed = {transforms.parent / name for name in meta["train_filenames"]}
+        return next((path for path in paths if path in listed), None)
+    if "val_filenames" in meta or "test_filenames" in meta:
+        return None
+    return _first_of_train_split(paths, parser)
+
+
+def _first_colmap_image(data: Path, images: List[Path], parser) -> Optional[Path]:
+    """The first training image of a COLMAP scene as the colmap parser picks it from ``images`` (in image
+    id order): ``train_list.txt`` or the parser's ``eval_mode`` split; ``None`` where the parser would refuse."""
+    if (data / "train_list.txt").is_file():
+        names = (data / "train_list.txt").read_text().splitlines()
+        listed = {data / parser.images_path / name for name in names}
+        return next((path for path in images if path in listed), None)
+    if (data / "test_list.txt").exists() or (data / "validation_list.txt").exists():
+        return None
+    return _first_of_train_split(images, parser)
+
+
+def _first_of_train_split(paths: Sequence[Path], parser) -> Optional[Path]:
+    """The first of ``paths`` in the train split of the parser's ``eval_mode`` (nerfstudio's own split
+    functions); ``None`` where that split is empty or the mode cannot split these names."""
+    from nerfstudio.data.utils import dataparsers_utils as splits
+
+    try:
+        if parser.eval_mode == "fraction":
+            train, _ = splits.get_train_eval_split_fraction(paths, parser.train_split_fraction)
+        elif parser.eval_mode == "filename":
+            train, _ = splits.get_train_eval_split_filename(paths)
+        elif parser.eval_mode == "interval":
+            train, _ = splits.get_train_eval_split_interval(paths, parser.eval_interval)
+        elif parser.eval_mode == "all":
+            train, _ = splits.get_train_eval_split_all(paths)
+        else:
+            return None
+    except (ValueError, AssertionError):
+        return None
+    return paths[int(train[0])] if len(train) else None
 
 
 def _load_transforms(transforms_path: Path) -> Tuple[dict, List[dict]]:
@@ -135,12 +234,12 @@ def find_colmap_model(data: Path) -> Optional[Path]:
     """The first of :data:`COLMAP_MODEL_FOLDERS` under ``data`` that holds a COLMAP model (``cameras.bin``
     or ``cameras.txt``), relative to ``data``; ``None`` if none does."""
     for folder in COLMAP_MODEL_FOLDERS:
-        if _model_format(Path(data) / folder) is not None:
+        if colmap_model_format(Path(data) / folder) is not None:
             return Path(folder)
     return None
 
 
-def _model_format(model: Path) -> Optional[str]:
+def colmap_model_format(model: Path) -> Optional[str]:
     """``".txt"`` or ``".bin"``: the format of the COLMAP model in ``model`` by its cameras file, text first as
     nerfstudio's parser reads it, else ``None``."""
     for ext in (".txt", ".bin"):
@@ -149,8 +248,9 @@ def _model_format(model: Path) -> Optional[str]:
     return None
 
 
-def _registered_image_names(model: Path, ext: str) -> List[str]:
-    """Names of the images in ``model``'s ``images.bin``/``images.txt``, relative to the images folder."""
+def registered_image_names(model: Path, ext: str) -> List[str]:
+    """Names of the images in ``model``'s ``images.bin``/``images.txt``, relative to the images folder, in image
+    id order (the order nerfstudio's colmap parser reads them)."""
     from nerfstudio.data.utils import colmap_parsing_utils as colmap_utils
 
     read = colmap_utils.read_images_binary if ext == ".bin" else colmap_utils.read_images_text
@@ -173,11 +273,18 @@ def check_colmap_scene(
     (``cameras`` and ``images`` in one format, text first; with ``load_3D_points``, ``points3D`` in either) and
     every image it registers, decodable, in ``data / images_path``. The arguments are the parser's
     ``--data``, ``--colmap-path``, ``--images-path`` and ``--load-3D-points``."""
+    _check_colmap_scene(data, colmap_path, images_path, load_3D_points)
+
+
+def _check_colmap_scene(
+    data: Path, colmap_path: Union[Path, str], images_path: Union[Path, str], load_3D_points: bool
+) -> List[Path]:
+    """:func:`check_colmap_scene`'s checks; returns the images the model registers, in image id order."""
     data, colmap_path, images_path = Path(data), Path(colmap_path), Path(images_path)
     if not data.is_dir():
         raise SceneDataError(f"scene folder {data} does not exist; pass --data <folder with {images_path}/ and {colmap_path}/>")
     model = data / colmap_path
-    ext = _model_format(model)
+    ext = colmap_model_format(model)
     if ext is None:
         raise SceneDataError(_no_colmap_model_message(data, colmap_path, model))
     if not (model / f"images{ext}").is_file():
@@ -193,10 +300,12 @@ def check_colmap_scene(
             f"{data} has no images folder {images} (the colmap parser's --images-path {images_path}); put the photos "
             "COLMAP registered there or pass colmap --images-path <their folder, relative to --data>"
         )
-    names = _registered_image_names(model, ext)
+    names = registered_image_names(model, ext)
     if not names:
         raise SceneDataError(f"{model / f'images{ext}'} registers no image; rerun COLMAP's mapper on the photos")
-    _check_images((images / name for name in names), model / f"images{ext}")
+    paths = [images / name for name in names]
+    _check_images(paths, model / f"images{ext}")
+    return paths
 
 
 def _no_colmap_model_message(data: Path, colmap_path: Path, model: Path) -> str:

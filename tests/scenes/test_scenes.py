@@ -9,15 +9,9 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from nerfstudio_accel.data.scenes import (
-    SceneSpec,
-    Sphere,
-    build_primitives,
-    generate_scene,
-    look_at_origin,
-    main,
-    render_view,
-)
+from nerfstudio_accel.scenes.cli import main
+from nerfstudio_accel.scenes.object_scene import SceneSpec, build_primitives, generate_scene, look_at_origin, render_view
+from nerfstudio_accel.scenes.primitives import Sphere
 
 SPEC = SceneSpec(num_train=6, num_val=2, num_test=3, resolution=32, supersample=2, seed=3)
 SPLIT_COUNTS = {"train": SPEC.num_train, "val": SPEC.num_val, "test": SPEC.num_test}

@@ -1,4 +1,4 @@
-"""The multiresolution hash grid's parameter layout, shared by every encoding backend.
+"""The multiresolution hash grid's table layout: what every encoding backend implements.
 
 One flat table holds all levels one after another, each level ``entries x features`` in row-major
 order. Level sizes, resolutions and indexing follow tiny-cuda-nn's ``HashGrid`` (linear interpolation),
@@ -8,7 +8,7 @@ so the same table is valid for the pure-torch reference, the fused kernels and t
   per axis; a point ``x`` in ``[0, 1]^3`` lies at ``x * s_l + 0.5`` in vertex units;
 - a level holds ``min(round_up_8(resolution**3), 2**log2_hashmap_size)`` entries; levels whose grid fits
   are indexed densely (``i + j r + k r^2``), finer ones by the spatial hash
-  ``i * 1 ^ j * 2654435761 ^ k * 805459861`` (uint32), both taken modulo the level size.
+  ``i * P0 ^ j * P1 ^ k * P2`` (uint32, ``P`` = :data:`HASH_PRIMES`), both taken modulo the level size.
 """
 
 from __future__ import annotations

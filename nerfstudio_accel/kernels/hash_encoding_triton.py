@@ -3,8 +3,10 @@
 One program handles a block of points over all levels: vertex coordinates, dense or hashed rows,
 trilinear weights, float32 accumulation. The backward pass scatters into the table with atomic adds
 and, when asked, sums the input gradient in the same pass. The indexing is the one in
-:mod:`nerfstudio_accel.fields.hash_layout`, checked against the torch reference; under
+:mod:`nerfstudio_accel.kernels.hash_layout`, checked against the torch reference; under
 ``TRITON_INTERPRET=1`` (set before this module is imported) the same kernels run on CPU tensors.
+
+:func:`encode_forward` and :func:`encode_backward` take CUDA tensors (CPU ones under the interpreter).
 """
 
 from __future__ import annotations
@@ -17,9 +19,12 @@ import triton.language as tl
 from jaxtyping import Float
 from torch import Tensor
 
-from nerfstudio_accel.fields.hash_layout import LevelTensors
+from nerfstudio_accel.kernels.hash_layout import HASH_PRIMES, LevelTensors
 
 BLOCK_POINTS = 128
+_PRIME_X = tl.constexpr(HASH_PRIMES[0])
+_PRIME_Y = tl.constexpr(HASH_PRIMES[1])
+_PRIME_Z = tl.constexpr(HASH_PRIMES[2])
 
 
 @triton.jit
@@ -39,7 +44,7 @@ def _corner_row(cx, cy, cz, resolution, entries, dense):
     """Row within the level of vertex ``(cx, cy, cz)``: dense index modulo the size, or the spatial hash
     masked to the size (hashed levels hold a power of two rows; the mask also wraps the uint32 products)."""
     dense_index = (cx + cy * resolution + cz * resolution * resolution) % entries
-    hashed = (cx ^ (cy * 2654435761) ^ (cz * 805459861)) & (entries - 1)
+    hashed = ((cx * _PRIME_X) ^ (cy * _PRIME_Y) ^ (cz * _PRIME_Z)) & (entries - 1)
     return tl.where(dense != 0, dense_index, hashed)
 
 
@@ -126,7 +131,7 @@ def _grid(num_points: int) -> Tuple[int]:
 def encode_forward(
     points: Float[Tensor, "n 3"], rows: Float[Tensor, "rows F"], levels: LevelTensors
 ) -> Float[Tensor, "n out"]:
-    """Features ``(n, L*F)`` of contiguous float32 ``points`` in [0, 1]."""
+    """Features ``(n, L*F)`` of contiguous float32 ``points (n, 3)`` in [0, 1]; ``rows (rows, F)``."""
     num_levels, features = levels.scales.shape[0], rows.shape[1]
     out = torch.empty(points.shape[0], num_levels * features, dtype=torch.float32, device=points.device)
     if points.shape[0]:
@@ -141,7 +146,7 @@ def encode_backward(
     points: Float[Tensor, "n 3"], rows: Float[Tensor, "rows F"], grad_out: Float[Tensor, "n out"],
     levels: LevelTensors, point_grad: bool,
 ) -> Tuple[Float[Tensor, "rows F"], Optional[Float[Tensor, "n 3"]]]:  # fmt: skip
-    """Table gradient, and the points' gradient when ``point_grad``."""
+    """Table gradient ``(rows, F)`` and, when ``point_grad``, the points' gradient ``(n, 3)``."""
     num_levels, features = levels.scales.shape[0], rows.shape[1]
     grad_table = torch.zeros_like(rows)
     grad_points = torch.zeros_like(points) if point_grad else None

@@ -1,13 +1,12 @@
 """Occupancy-grid marching as a fused CPU kernel, JIT-compiled by numba (no C++ compiler needed).
 
 The torch twin (:func:`nerfstudio_accel.sampling.torch_ops.traverse_occupancy_grid`) materialises
-every lattice step of every ray as tensors (ray ids, ``t``, points, cell ids) before it filters them;
-on lego at 100x100 that is ~2M candidates and, once the hash encoding was fused, ~45% of a CPU
-training step. Here each thread walks its rays step by step in registers and writes only the samples
-kept, in two passes (count, then fill at each ray's offset). The per-ray ranges come from the same
-torch code and every per-step value uses the same float32 arithmetic: uniform steps are bit-identical
-to the torch twin's; geometric (cone-angle) steps may differ by an ulp of ``pow``, which can move a
-sample whose midpoint sits exactly on a cell or range boundary (the parity tests compare them).
+every lattice step of every ray as tensors (ray ids, ``t``, points, cell ids) before it filters them.
+Here each thread walks its rays step by step in registers and writes only the samples kept, in two
+passes (count, then fill at each ray's offset). The per-ray ranges come from the same torch code and
+every per-step value uses the same float32 arithmetic: uniform steps are bit-identical to the torch
+twin's; geometric (cone-angle) steps may differ by an ulp of ``pow``, which can move a sample whose
+midpoint sits exactly on a cell or range boundary (the parity tests compare them).
 """
 
 from __future__ import annotations
@@ -21,7 +20,7 @@ import torch
 from jaxtyping import Bool, Float, Int
 from torch import Tensor
 
-from nerfstudio_accel.numba_threads import PARALLEL_KERNELS, choose_threading_layer
+from nerfstudio_accel.kernels.threads import PARALLEL_KERNELS, choose_threading_layer
 from nerfstudio_accel.sampling.torch_ops import lattice_ranges
 
 choose_threading_layer()

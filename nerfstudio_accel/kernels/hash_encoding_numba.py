@@ -2,31 +2,34 @@
 
 Threads split the work by level: each level owns its slice of the table and its slice of the
 outputs, so the gradient scatter needs no atomics and no torch ``index_put``, and a thread streams all
-points through one level's slice of the table while it stays in cache (on random points this is ~3.5x
-faster than threads over points, whose lookups jump across all levels' tables). Per point and level,
-one pass computes the vertex, the 8 dense or hashed rows and the trilinear weights in float32, like the
-torch reference. Outputs and incoming gradients are point-major, ``(n, levels * F)``.
+points through one level's slice of the table while it stays in cache. Per point and level, one pass
+computes the vertex, the 8 dense or hashed rows (:mod:`nerfstudio_accel.kernels.hash_layout`) and the
+trilinear weights in float32, like the torch reference. Outputs and incoming gradients are
+point-major, ``(n, levels * F)``.
 
-Compiled on first use for each feature count and cached on disk (numba's ``cache=True``).
+:func:`encode_forward` and :func:`encode_backward` take CPU tensors; the kernels behind them are
+compiled on first use for each feature count and cached on disk (numba's ``cache=True``).
 """
 
 from __future__ import annotations
 
 import functools
 import math
-from typing import Callable, NamedTuple
+from typing import Any, Callable, NamedTuple, Optional, Tuple
 
 import numba
 import numpy as np
+import torch
+from jaxtyping import Float
+from torch import Tensor
 
-from nerfstudio_accel.numba_threads import choose_threading_layer
+from nerfstudio_accel.kernels.hash_layout import HASH_PRIMES, LevelTensors
+from nerfstudio_accel.kernels.threads import PARALLEL_KERNELS, choose_threading_layer
 
 choose_threading_layer()
 
 _HALF = np.float32(0.5)
 _ONE = np.float32(1.0)
-_PRIME_Y = np.int64(2654435761)
-_PRIME_Z = np.int64(805459861)
 
 
 @numba.njit(inline="always")
@@ -38,13 +41,13 @@ def _cell(point, scale):
 
 
 @numba.njit(inline="always")
-def _corner_row(gx, gy, gz, resolution, entries, dense):
+def _corner_row(gx, gy, gz, resolution, entries, dense, prime_x, prime_y, prime_z):
     """Row of vertex ``(gx, gy, gz)`` within its level, modulo the level size (hashed levels hold a
     power of two rows, so the hash is masked; the uint32 products wrap under the mask)."""
     if dense:
         index = gx + gy * resolution + gz * resolution * resolution
         return index % entries if index >= entries else index
-    return (gx ^ (gy * _PRIME_Y) ^ (gz * _PRIME_Z)) & (entries - 1)
+    return ((gx * prime_x) ^ (gy * prime_y) ^ (gz * prime_z)) & (entries - 1)
 
 
 @numba.njit(inline="always")
@@ -62,8 +65,11 @@ class LevelKernels(NamedTuple):
 
 @functools.lru_cache(maxsize=None)
 def level_kernels(features: int) -> LevelKernels:
-    """Kernels for ``features`` per level, a compile-time constant (a loop over a run-time feature
-    count runs ~2x slower: LLVM cannot unroll it nor keep the accumulators in registers)."""
+    """Kernels for ``features`` per level, a compile-time constant (LLVM then unrolls the feature loop
+    and keeps the accumulators in registers; docs/hash_encoding.md)."""
+    # The primes reach the kernels as closure constants: numba's disk cache keys on closure values, not
+    # on module globals imported from another file.
+    prime_x, prime_y, prime_z = (np.int64(prime) for prime in HASH_PRIMES)
 
     @numba.njit(parallel=True, cache=True)
     def encode_forward(points, table, scales, resolutions, offsets, dense, out):
@@ -80,10 +86,9 @@ def level_kernels(features: int) -> LevelKernels:
                 for corner in range(8):
                     bx, by, bz = corner & 1, (corner >> 1) & 1, (corner >> 2) & 1
                     weight = _weight(bx, fx) * _weight(by, fy) * _weight(bz, fz)
-                    row = start + _corner_row(gx + bx, gy + by, gz + bz, resolution, entries, is_dense)
+                    row = start + _corner_row(gx + bx, gy + by, gz + bz, resolution, entries, is_dense, prime_x, prime_y, prime_z)
                     for f in range(features):
                         out[i, level * features + f] += weight * table[row, f]
-
 
     @numba.njit(parallel=True, cache=True)
     def encode_backward_table(points, grad_out, scales, resolutions, offsets, dense, grad_table):
@@ -98,10 +103,9 @@ def level_kernels(features: int) -> LevelKernels:
                 for corner in range(8):
                     bx, by, bz = corner & 1, (corner >> 1) & 1, (corner >> 2) & 1
                     weight = _weight(bx, fx) * _weight(by, fy) * _weight(bz, fz)
-                    row = start + _corner_row(gx + bx, gy + by, gz + bz, resolution, entries, is_dense)
+                    row = start + _corner_row(gx + bx, gy + by, gz + bz, resolution, entries, is_dense, prime_x, prime_y, prime_z)
                     for f in range(features):
                         grad_table[row, f] += weight * grad_out[i, level * features + f]
-
 
     @numba.njit(parallel=True, cache=True)
     def encode_backward_points(points, table, grad_out, scales, resolutions, offsets, dense, grad_points):
@@ -117,7 +121,7 @@ def level_kernels(features: int) -> LevelKernels:
                 for corner in range(8):
                     bx, by, bz = corner & 1, (corner >> 1) & 1, (corner >> 2) & 1
                     wx, wy, wz = _weight(bx, fx), _weight(by, fy), _weight(bz, fz)
-                    row = start + _corner_row(gx + bx, gy + by, gz + bz, resolution, entries, is_dense)
+                    row = start + _corner_row(gx + bx, gy + by, gz + bz, resolution, entries, is_dense, prime_x, prime_y, prime_z)
                     along = np.float32(0.0)
                     for f in range(features):
                         along += table[row, f] * grad_out[i, level * features + f]
@@ -130,3 +134,49 @@ def level_kernels(features: int) -> LevelKernels:
                 grad_points[level, i, 2] = dz
 
     return LevelKernels(encode_forward, encode_backward_table, encode_backward_points)
+
+
+def encode_forward(
+    points: Float[Tensor, "n 3"], rows: Float[Tensor, "rows F"], levels: LevelTensors
+) -> Float[Tensor, "n out"]:
+    """Features ``(n, L*F)`` of contiguous float32 CPU ``points`` in [0, 1] (threads over levels)."""
+    num_levels, features = levels.scales.shape[0], rows.shape[1]
+    out = torch.empty(points.shape[0], num_levels * features, dtype=torch.float32)
+    if points.shape[0]:
+        with PARALLEL_KERNELS, level_scheduling():
+            compiled = level_kernels(features)
+            compiled.encode_forward(points.numpy(), rows.numpy(), *_numpy_levels(levels), out.numpy())
+    return out
+
+
+def encode_backward(
+    points: Float[Tensor, "n 3"], rows: Float[Tensor, "rows F"], grad_out: Float[Tensor, "n out"],
+    levels: LevelTensors, point_grad: bool,
+) -> Tuple[Float[Tensor, "rows F"], Optional[Float[Tensor, "n 3"]]]:  # fmt: skip
+    """Table gradient ``(rows, F)`` and, when ``point_grad``, the points' gradient ``(n, 3)``; CPU tensors,
+    ``grad_out`` contiguous float32."""
+    num_levels, features = levels.scales.shape[0], rows.shape[1]
+    grad_rows = torch.zeros_like(rows)
+    grad_points = torch.zeros_like(points) if point_grad else None
+    if not points.shape[0]:
+        return grad_rows, grad_points
+    compiled = level_kernels(features)
+    arrays = (points.numpy(), rows.numpy(), grad_out.numpy(), *_numpy_levels(levels))
+    with PARALLEL_KERNELS, level_scheduling():
+        compiled.encode_backward_table(arrays[0], *arrays[2:], grad_rows.numpy())
+        if grad_points is not None:
+            per_level = torch.empty(num_levels, points.shape[0], 3, dtype=torch.float32)
+            compiled.encode_backward_points(*arrays, per_level.numpy())
+            grad_points = per_level.sum(dim=0)
+    return grad_rows, grad_points
+
+
+def level_scheduling() -> Any:
+    """Hand levels to numba's threads one at a time: coarse dense levels cost far less than fine
+    hashed ones, so equal static shares would leave threads idle."""
+    return numba.parallel_chunksize(1)
+
+
+def _numpy_levels(levels: LevelTensors) -> Tuple[Any, ...]:
+    """``(scales, resolutions, offsets, dense)`` as numpy arrays for the kernels."""
+    return levels.scales.numpy(), levels.resolutions.numpy(), levels.offsets.numpy(), levels.dense.numpy()

@@ -1,5 +1,6 @@
 """Open the viewer's page in headless Chromium (for the browser test, the pace benchmark and screenshots),
-and stop the ``ns-train`` behind it.
+and stop the ``ns-train`` behind it. Not part of the package: tests import it as ``headless_browser``
+(``tests/`` is on ``sys.path`` under pytest), scripts after putting ``tests/`` on ``sys.path``.
 
 Needs Debian's ``chromium`` and ``chromium-driver`` and ``selenium`` from PyPI (the ``test`` extra);
 :func:`chromium_missing_reason` says in one line what is missing. WebGL runs on SwiftShader, so the

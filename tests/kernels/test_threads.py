@@ -12,7 +12,7 @@ pytest.importorskip("numba")
 
 PROBE = """
 import numba, numpy as np
-import nerfstudio_accel.fields.hash_encoding_numba  # importing a kernel module makes the choice
+import nerfstudio_accel.kernels.hash_encoding_numba  # importing a kernel module makes the choice
 
 @numba.njit(parallel=True)
 def bump(x):

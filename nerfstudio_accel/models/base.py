@@ -1,0 +1,114 @@
+"""The contract of an accel model: a config resolved once, and the three seams hard sample mining drives.
+
+- :class:`AccelModelConfig` fills every ``auto`` and device-dependent choice in :meth:`~AccelModelConfig.resolve`,
+  called once, before nerfstudio writes ``config.yml`` (ns-train through AccelTrainerConfig, other callers
+  through :func:`~nerfstudio_accel.engine.build.build_trainer_config`); a model only asserts it was.
+- :class:`AccelModel` splits a forward into :meth:`~AccelModel.sample` (rays -> samples),
+  :meth:`~AccelModel.field_raw` (samples -> pre-activation density and colour) and :meth:`~AccelModel.render`
+  (raw outputs -> activated, composited pixels), plus a no-grad :meth:`~AccelModel.sample_and_forward`.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import Dict, Optional, Protocol, Tuple
+
+import torch
+import tyro
+from jaxtyping import Float, Int
+from nerfstudio.cameras.rays import RayBundle
+from nerfstudio.models.base_model import Model, ModelConfig
+from torch import Tensor
+
+from nerfstudio_accel.data.scene_checks import SceneFacts
+from nerfstudio_accel.errors import ConfigError
+from nerfstudio_accel.sampling.base import Sampler
+
+
+class Samples(Protocol):
+    """What the seams pass between them: ``n_samples`` samples of ``n_rays`` rays, flat."""
+
+    @property
+    def n_rays(self) -> int: ...
+
+    @property
+    def ray_indices(self) -> Int[Tensor, "n_samples"]: ...
+
+    @property
+    def positions(self) -> Float[Tensor, "n_samples 3"]: ...
+
+    def subset(self, index: Int[Tensor, "m"]) -> "Samples":
+        """The samples at flat ``index``, same rays."""
+
+
+@dataclass
+class AccelModelConfig(ModelConfig):
+    """A nerfstudio model config whose ``auto`` choices are resolved once, before training saves it."""
+
+    resolved: tyro.conf.Suppress[bool] = False
+    """Set by :meth:`resolve`; a config.yml without it predates this contract and is refused."""
+
+    def resolve(self, device_type: str, scene: SceneFacts) -> None:
+        """Fill every ``auto`` and unset choice for ``device_type`` (``cuda``, ``cpu``, ``mps``) and the
+        scene, in place, and refuse explicit choices that cannot run there (raises
+        :class:`~nerfstudio_accel.errors.AccelError`). Idempotent."""
+        self._resolve(device_type, scene)
+        self.resolved = True
+
+    def _resolve(self, device_type: str, scene: SceneFacts) -> None:
+        """The model's own resolution (see :meth:`resolve`)."""
+
+    def require_resolved(self) -> None:
+        """Raise :class:`~nerfstudio_accel.errors.ConfigError` unless :meth:`resolve` ran."""
+        if not self.resolved:
+            raise ConfigError(
+                f"this {type(self).__name__} was never resolved: a config.yml from before nerfstudio-accel 0.2, or a "
+                f"config built by hand; retrain with ns-train, or build it with nerfstudio_accel.engine.build.build_trainer_config"
+            )
+
+    def reads_alpha(self) -> bool:
+        """Whether the model blends its own background into RGBA images (the data parser keeps alpha)."""
+        return False
+
+    def uses_tcnn(self) -> bool:
+        """Whether the model runs tiny-cuda-nn kernels, which compute in fp16 whatever the autocast."""
+        return False
+
+
+class AccelModel(Model, ABC):
+    """A nerfstudio model behind the seams (see the module docstring)."""
+
+    config: AccelModelConfig
+
+    def populate_modules(self) -> None:
+        self.config.require_resolved()
+        super().populate_modules()
+
+    @abstractmethod
+    def sample(self, ray_bundle: RayBundle) -> Samples:
+        """Samples of the rays (with the samplers' own graph, if they learn, when grad is on)."""
+
+    @abstractmethod
+    def field_raw(self, samples: Samples) -> Tuple[Float[Tensor, "n 1"], Float[Tensor, "n 3"]]:
+        """Pre-activation density and colour of every sample, with the field's graph when grad is on."""
+
+    @abstractmethod
+    def render(self, samples: Samples, raw_density: Float[Tensor, "n 1"], raw_color: Float[Tensor, "n 3"]) -> Dict[str, Tensor]:
+        """The outputs of ``get_outputs`` from raw outputs: activations, compositing, sampler losses in training."""
+
+    def sample_and_forward(self, ray_bundle: RayBundle) -> Tuple[Samples, Float[Tensor, "n 1"], Float[Tensor, "n 3"]]:
+        """:meth:`sample` and :meth:`field_raw` of every sample, the field without a graph: the forward
+        hard sample mining scores. A model may share work between the two."""
+        samples = self.sample(ray_bundle)
+        with torch.no_grad():
+            return (samples, *self.field_raw(samples))
+
+    def own_sampler(self) -> Optional[Sampler]:
+        """The model's :class:`~nerfstudio_accel.sampling.base.Sampler`; None where it samples another way."""
+        return None
+
+    def sampling_figures(self) -> Dict[str, float]:
+        """Figures of the last training step's sampling for the viewer (reading them waits for the device)."""
+        sampler = self.own_sampler()
+        return sampler.figures() if sampler is not None else {}

@@ -1,0 +1,59 @@
+"""Sampler: the interface every ray sampler implements, in the shape of nerfacc's estimators.
+
+A model holds one sampler and never asks which: it calls :meth:`Sampler.sample` for packed samples,
+:meth:`Sampler.update` once per training step, adds :meth:`Sampler.losses` to its own and shows
+:meth:`Sampler.figures` in the viewer.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import Callable, Dict, Optional
+
+import torch
+from jaxtyping import Float
+from torch import Tensor, nn
+
+from nerfstudio_accel.sampling.packed import PackedSamples
+
+DensityFn = Callable[[Float[Tensor, "n 3"]], Float[Tensor, "n 1"]]
+"""World-space points to the main field's activated densities."""
+
+
+class Sampler(nn.Module, ABC):
+    """Places samples along rays for a radiance field."""
+
+    @abstractmethod
+    def sample(
+        self,
+        origins: Float[Tensor, "n_rays 3"],
+        directions: Float[Tensor, "n_rays 3"],
+        nears: Optional[Float[Tensor, "n_rays"]],
+        fars: Optional[Float[Tensor, "n_rays"]],
+        density_fn: DensityFn,
+        stratified: bool,
+    ) -> PackedSamples:
+        """Packed samples of the rays (unit ``directions``), between per-ray ``nears``/``fars`` when given.
+
+        ``density_fn`` may be called on candidate points (no graph); a sampler that calls it exactly once
+        per candidate, in order, sets ``PackedSamples.density_index`` so a caller can reuse what it
+        computed there. ``stratified`` jitters the samples (training); without it the result is
+        deterministic. The returned samples hold ``origins`` and ``directions`` as given.
+        """
+
+    @abstractmethod
+    def update(self, step: int, density_fn: DensityFn) -> None:
+        """Advance the sampler's state before training step ``step`` (grid updates, annealing)."""
+
+    def losses(self, samples: PackedSamples, weights: Float[Tensor, "n_samples"]) -> Dict[str, Tensor]:
+        """Unweighted losses the sampler trains by, from the main field's compositing ``weights`` of
+        ``samples`` (training only); none by default."""
+        return {}
+
+    def figures(self) -> Dict[str, float]:
+        """Figures of the last training sampling for the viewer (reading them waits for the device)."""
+        return {}
+
+    def composites_with_nerfacc(self, device: torch.device) -> bool:
+        """Whether samples on ``device`` are composited with nerfacc's CUDA scan (else the torch twin)."""
+        return False

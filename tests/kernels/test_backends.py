@@ -1,0 +1,77 @@
+"""Backend choices: the hash encoding's ``auto`` by device, refusal of a backend that cannot run, the
+fallback of a saved one, the kernels' self-check against the torch reference; the field implementation's
+refusal of tiny-cuda-nn where it cannot run."""
+
+from __future__ import annotations
+
+import pytest
+
+from nerfstudio_accel.encodings.hash_encoding import FusedHashEncoding
+from nerfstudio_accel.kernels import backends
+from nerfstudio_accel.errors import BackendUnavailable
+from nerfstudio_accel.kernels.backends import (
+    check_hash_backend,
+    check_implementation,
+    resolve_hash_backend,
+    resolve_implementation,
+    runnable_hash_backend,
+)
+
+
+def test_backend_choice_by_device(monkeypatch):
+    monkeypatch.setattr(backends, "tcnn_encoding_unavailable_reason", lambda device_type: "no tcnn here")
+    assert resolve_hash_backend("auto", "cpu") == "kernel"
+    assert resolve_hash_backend("auto", "mps") == "torch"
+    assert resolve_hash_backend("torch", "cpu") == "torch"
+    monkeypatch.setattr(backends, "tcnn_encoding_unavailable_reason", lambda device_type: "")
+    assert resolve_hash_backend("auto", "cuda") == "tcnn"
+    with pytest.raises(ValueError, match="choose auto, torch, kernel or tcnn"):
+        resolve_hash_backend("numba", "cpu")
+
+
+def test_backend_that_cannot_run_is_refused_in_one_line():
+    with pytest.raises(ValueError) as refused:
+        check_hash_backend("kernel", "mps")
+    message = str(refused.value)
+    assert "\n" not in message and message.startswith("--pipeline.model.hash-backend kernel cannot run on mps")
+    check_hash_backend("kernel", "cpu")  # runs here: no error
+    check_hash_backend("torch", "mps")
+
+
+def test_saved_backend_that_cannot_run_falls_back_to_one_that_does(caplog):
+    """A model saved with the kernel backend opens where the kernel cannot run, on the same table."""
+    assert runnable_hash_backend("kernel", "cpu") == "kernel"
+    with caplog.at_level("WARNING"):
+        assert runnable_hash_backend("kernel", "mps") == "torch"
+    assert "hash backend kernel cannot run on mps" in caplog.text
+
+
+def test_kernel_self_check_reports_a_broken_kernel(monkeypatch):
+    """``auto`` only picks the kernel after it ran and agreed with the reference on this device."""
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("compiler exploded\nsecond line")
+
+    monkeypatch.setattr(FusedHashEncoding, "apply", broken)
+    backends.kernel_unavailable_reason.cache_clear()
+    try:
+        reason = backends.kernel_unavailable_reason("cpu")
+        assert reason == "its numba kernels failed to run: compiler exploded"
+        monkeypatch.setattr(backends, "tcnn_encoding_unavailable_reason", lambda device_type: "no tcnn here")
+        assert resolve_hash_backend("auto", "cpu") == "torch"
+    finally:
+        backends.kernel_unavailable_reason.cache_clear()
+
+
+def test_tcnn_implementation_where_it_cannot_run_is_refused_in_one_line():
+    """A model configured for tiny-cuda-nn (whose parameters do not load into the torch field) is refused
+    on a CPU with the fix; ``auto`` takes torch there."""
+    assert resolve_implementation("auto", "cpu") == "torch"
+    with pytest.raises(BackendUnavailable) as refused:
+        check_implementation("tcnn", "cpu", "accel-ngp")
+    message = str(refused.value)
+    assert "\n" not in message and message.startswith("this accel-ngp model uses tiny-cuda-nn")
+    assert "--pipeline.model.implementation torch" in message
+    check_implementation("torch", "cpu", "accel-ngp")
+    with pytest.raises(BackendUnavailable, match="choose auto, tcnn or torch"):
+        resolve_implementation("cuda", "cpu")
