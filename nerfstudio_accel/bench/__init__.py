@@ -1,1 +1,1 @@
-"""Equal-budget training and evaluation helpers (the core of benchmarks and learning tests)."""
+"""ns-accel-bench: method configs, a worker per run, training to a time budget, evaluation, memory, the report."""

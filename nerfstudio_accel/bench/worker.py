@@ -18,7 +18,7 @@ import traceback
 from pathlib import Path
 from typing import Callable, Dict
 
-from nerfstudio_accel.errors import AccelError
+from nerfstudio_accel.errors import AccelError, exit_message
 
 PROGRESS_EVERY_SECONDS = 0.5
 TRACKED_METRICS = ("hard_mining_fraction", "hard_mining_tau_hat", "input_stall_fraction")
@@ -113,6 +113,7 @@ def main() -> int:
     try:
         emit(event="done", result=run(json.loads(sys.argv[1]), emit))
     except AccelError as error:  # bad data or a choice the device lacks, found as the config is resolved
+        print(exit_message(error), file=sys.stderr)  # the run's log says why too
         emit(event="failed", reason=str(error))
         return 1
     except SystemExit as stop:  # the trainer stops on bad input with one line as the exit message

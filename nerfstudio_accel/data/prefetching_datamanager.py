@@ -1,4 +1,4 @@
-"""A pipelined input sampler (seed 002): training batches prepared on a producer thread while the step runs.
+"""A pipelined input sampler: training batches prepared on a producer thread while the step runs.
 
 Each training step needs a batch of rays: pixel indices drawn over the training images, the ground-truth
 pixels gathered, rays generated from the cameras (with lens undistortion for captured scenes). nerfstudio

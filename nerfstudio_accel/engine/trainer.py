@@ -375,9 +375,8 @@ class AccelTrainer(Trainer):
         path = self.config.load_checkpoint
         if self.config.load_dir is not None and path is None:
             load_dir = Path(self.config.load_dir)
-            # saves interrupted by a crash (every rank clears them: the first wins); ".partial-*" inside the
-            # folder is where earlier versions wrote them
-            for stale in [*partial_checkpoint_dir(load_dir).glob("*.ckpt.*"), *load_dir.glob(".partial-*")]:
+            # saves interrupted by a crash (every rank clears them: the first wins)
+            for stale in partial_checkpoint_dir(load_dir).glob("*.ckpt.*"):
                 stale.unlink(missing_ok=True)
             steps = sorted(int(checkpoint.stem.split("-")[1]) for checkpoint in load_dir.glob(CHECKPOINT_GLOB))
             if self.config.load_step is not None:

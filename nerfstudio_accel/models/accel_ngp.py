@@ -99,7 +99,7 @@ class AccelNGPModelConfig(AccelModelConfig):
     mean vector. 0: none. Default 0 without scene contraction (synthetic), 32 with it (captures)."""
     camera_optimizer: AutoCameraOptimizerConfig = field(default_factory=AutoCameraOptimizerConfig)
     """Camera pose refinement (nerfstudio's camera optimizer), --pipeline.model.camera-optimizer.mode; auto:
-    SO3xR3 with scene contraction (captured poses; +0.6 dB on fruit, docs/captured_scenes.md), off without."""
+    SO3xR3 with scene contraction (captured poses; docs/captured_scenes.md has the measurement), off without."""
     grid_resolution: Optional[int] = None
     """Occupancy grid cells per axis (per level); default 128 on CUDA, 64 elsewhere (cheaper updates).
     Like every device-dependent default here, it is written into config.yml as a number when training starts."""

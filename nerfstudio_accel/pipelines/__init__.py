@@ -1,1 +1,1 @@
-"""nerfstudio pipelines of this package."""
+"""Training pipelines: batch sizing and config resolution for accel models, and hard sample mining."""

@@ -1,1 +1,1 @@
-"""Samplers that place points along rays: occupancy grid (nerfacc or pure PyTorch)."""
+"""Ray samplers behind one interface (occupancy grid, proposal fields), packed samples, and their pure-PyTorch ops."""
