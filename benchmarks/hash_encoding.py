@@ -37,7 +37,9 @@ def build(backend: str, layout: HashGridLayout, device: torch.device) -> Optiona
     if backend in ("kernel", "torch"):
         return MultiresHashEncoding(layout, backend).to(device)
     if backend == "tcnn":
-        return None if tcnn_encoding_unavailable_reason(device.type) else MultiresHashEncoding(layout, "tcnn").to(device)
+        return (
+            None if tcnn_encoding_unavailable_reason(device.type) else MultiresHashEncoding(layout, "tcnn").to(device)
+        )
     if backend == "nerfstudio":
         from nerfstudio.field_components.encodings import HashEncoding
 
@@ -79,7 +81,9 @@ def points_per_second(run: Callable[[], None], count: int, repeats: int, device:
     return count / statistics.median(seconds)
 
 
-def measure(backend: str, log2_points: int, log2_table: int, device: torch.device, repeats: int) -> Optional[Dict[str, float]]:
+def measure(
+    backend: str, log2_points: int, log2_table: int, device: torch.device, repeats: int
+) -> Optional[Dict[str, float]]:
     layout = HashGridLayout.from_resolutions(16, 16, 2048, log2_table)
     try:
         encoding = build(backend, layout, device)
@@ -120,7 +124,10 @@ def main(argv: Optional[List[str]] = None) -> None:
     device = torch.device(args.device)
     header = f"device {device}, torch {torch.__version__}, {torch.get_num_threads()} CPU threads"
     print(header)
-    rows = ["| backend | table | points | forward Mpts/s | fwd+bwd Mpts/s | fwd+bwd vs nerfstudio |", "|---|---:|---:|---:|---:|---:|"]
+    rows = [
+        "| backend | table | points | forward Mpts/s | fwd+bwd Mpts/s | fwd+bwd vs nerfstudio |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
     for log2_table in args.tables:
         for log2_points in args.points:
             results = {}

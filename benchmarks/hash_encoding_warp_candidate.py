@@ -106,7 +106,9 @@ def main() -> None:
         launch()
     wp.synchronize()
     seconds = (time.perf_counter() - start) / args.repeats
-    print(f"warp {wp.config.version} CPU forward, 2^{args.log2_table} table, {args.points} random points: {args.points / seconds / 1e6:.2f} Mpts/s")
+    print(
+        f"warp {wp.config.version} CPU forward, 2^{args.log2_table} table, {args.points} random points: {args.points / seconds / 1e6:.2f} Mpts/s"
+    )
 
 
 if __name__ == "__main__":

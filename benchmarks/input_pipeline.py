@@ -34,7 +34,9 @@ def build_trainer(data: Path, device: str, prefetch: int, output_dir: Path):
         config.pipeline.datamanager.prefetch_batches = prefetch
         config.set_timestamp()
 
-    config = build_trainer_config(accel_ngp.config, data, device, BlenderDataParserConfig(), output_dir=output_dir, configure=configure)
+    config = build_trainer_config(
+        accel_ngp.config, data, device, BlenderDataParserConfig(), output_dir=output_dir, configure=configure
+    )
     torch.manual_seed(0)
     trainer = config.setup(local_rank=0, world_size=1)
     trainer.setup()
@@ -90,7 +92,9 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--device", default="cpu")
     args = parser.parse_args()
-    print(f"accel-ngp on {args.data} ({args.device}, {torch.get_num_threads()} torch threads), {args.steps} timed steps after {args.warmup}")
+    print(
+        f"accel-ngp on {args.data} ({args.device}, {torch.get_num_threads()} torch threads), {args.steps} timed steps after {args.warmup}"
+    )
     print("| prefetch | repeat | steps/s | rays/s | mean wait for batch (ms) | mean input stall |")
     print("|---:|---:|---:|---:|---:|---:|")
     with tempfile.TemporaryDirectory() as folder:
@@ -100,8 +104,11 @@ def main() -> None:
                 train(trainer, 0, args.warmup)
                 seconds, rays, waits, stalls = train(trainer, args.warmup, args.steps)
                 last_batch_size = trainer.pipeline.datamanager.train_pixel_sampler.num_rays_per_batch
-                print(f"| {prefetch} | {repeat + 1} | {args.steps / seconds:.2f} | {rays / seconds:,.0f} | "
-                      f"{statistics.mean(waits):.2f} | {100 * statistics.mean(stalls):.1f}% |", flush=True)
+                print(
+                    f"| {prefetch} | {repeat + 1} | {args.steps / seconds:.2f} | {rays / seconds:,.0f} | "
+                    f"{statistics.mean(waits):.2f} | {100 * statistics.mean(stalls):.1f}% |",
+                    flush=True,
+                )
                 trainer.pipeline.datamanager.close()
         trainer = build_trainer(args.data, args.device, 0, Path(folder))
         datamanager = trainer.pipeline.datamanager
@@ -112,8 +119,12 @@ def main() -> None:
             batch = datamanager.next_train(0)
             prepare.append(1000 * (time.perf_counter() - started))
         rays = batch[0].origins.shape[0]
-        print(f"\npreparing one batch of {rays} rays on the training thread: {statistics.median(prepare):.2f} ms (median of 20)")
-        print(f"receiving one such batch from a producer process (torch.multiprocessing queue): {process_handoff_ms(batch):.2f} ms (median of 49)")
+        print(
+            f"\npreparing one batch of {rays} rays on the training thread: {statistics.median(prepare):.2f} ms (median of 20)"
+        )
+        print(
+            f"receiving one such batch from a producer process (torch.multiprocessing queue): {process_handoff_ms(batch):.2f} ms (median of 49)"
+        )
 
 
 if __name__ == "__main__":

@@ -33,7 +33,15 @@ def build_trainer(data: Path, downscale: float, sampler: str, device: str, outpu
         config.pipeline.model.sampler = sampler
         config.set_timestamp()
 
-    config = build_trainer_config(accel_ngp.config, data, device, NerfstudioDataParserConfig(), output_dir=output_dir, eval_split="test", configure=configure)
+    config = build_trainer_config(
+        accel_ngp.config,
+        data,
+        device,
+        NerfstudioDataParserConfig(),
+        output_dir=output_dir,
+        eval_split="test",
+        configure=configure,
+    )
     trainer = config.setup(local_rank=0, world_size=1)
     trainer.setup(test_mode="test")
     return trainer
@@ -61,7 +69,11 @@ def render_cost(trainer, views: int) -> Dict[str, float]:
         samples.append(float(outputs["num_samples_per_ray"].float().mean()))
     pipeline.train()
     height, width = int(dataset.cameras.height[0]), int(dataset.cameras.width[0])
-    return {"seconds_per_view": statistics.median(seconds), "samples_per_ray": statistics.fmean(samples), "size": f"{width}x{height}"}
+    return {
+        "seconds_per_view": statistics.median(seconds),
+        "samples_per_ray": statistics.fmean(samples),
+        "size": f"{width}x{height}",
+    }
 
 
 def main() -> None:
@@ -69,7 +81,9 @@ def main() -> None:
     parser.add_argument("--data", type=Path, required=True, help="nerfstudio-data scene folder")
     parser.add_argument("--downscale", type=float, default=4.0)
     parser.add_argument("--samplers", nargs="+", default=["occupancy", "proposal"], choices=["occupancy", "proposal"])
-    parser.add_argument("--train-steps", nargs="+", type=int, default=[0, 300], help="cumulative step counts to measure at")
+    parser.add_argument(
+        "--train-steps", nargs="+", type=int, default=[0, 300], help="cumulative step counts to measure at"
+    )
     parser.add_argument("--views", type=int, default=3)
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--markdown", type=Path, help="also write the table here")
@@ -84,7 +98,9 @@ def main() -> None:
                 train(trainer, done, steps)
                 done = steps
                 cost = render_cost(trainer, args.views)
-                rows.append(f"| {sampler} | {steps} | {cost['size']} | {cost['samples_per_ray']:.1f} | {cost['seconds_per_view']:.2f} |")
+                rows.append(
+                    f"| {sampler} | {steps} | {cost['size']} | {cost['samples_per_ray']:.1f} | {cost['seconds_per_view']:.2f} |"
+                )
                 print(rows[-1], flush=True)
     table = "\n".join(["| sampler | trained steps | view | samples/ray | s/view |", "|---|---:|---|---:|---:|", *rows])
     print(table)

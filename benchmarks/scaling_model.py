@@ -42,17 +42,24 @@ def model_sizes(device_defaults: str) -> Tuple[int, int, int, int]:
     small generated object scene, with ``device_defaults``' table and grid sizes."""
     from nerfstudio.data.dataparsers.blender_dataparser import BlenderDataParserConfig
 
-    from nerfstudio_accel.scenes.object_scene import SceneSpec, generate_scene
     from nerfstudio_accel.engine.build import build_trainer_config
     from nerfstudio_accel.methods import accel_ngp
+    from nerfstudio_accel.scenes.object_scene import SceneSpec, generate_scene
 
     with tempfile.TemporaryDirectory() as folder:
-        scene = generate_scene(Path(folder) / "scene", SceneSpec(num_train=2, num_val=1, num_test=1, resolution=8, supersample=1, seed=0))
+        scene = generate_scene(
+            Path(folder) / "scene", SceneSpec(num_train=2, num_val=1, num_test=1, resolution=8, supersample=1, seed=0)
+        )
         config = build_trainer_config(accel_ngp.config, scene, device_defaults, BlenderDataParserConfig())
         pipeline = config.pipeline.setup(device="cpu", test_mode="val")
         params = [p for p in pipeline.model.parameters() if p.requires_grad]
         grid = pipeline.model.sampler.grid
-        return sum(p.numel() for p in params), len(params), int(grid.occs.numel()), config.pipeline.model.grid_update_every
+        return (
+            sum(p.numel() for p in params),
+            len(params),
+            int(grid.occs.numel()),
+            config.pipeline.model.grid_update_every,
+        )
 
 
 def ring_seconds(nbytes: float, ranks: int, bandwidth: float, latency: float, all_reduce: bool = True) -> float:
@@ -77,7 +84,9 @@ def table(step_ms: float, grid_eval_ms: float, ranks: List[int], sizes: Tuple[in
     for name, (bandwidth, latency) in LINKS.items():
         one = step_ms + grid_eval_ms / every
         for n in ranks:
-            comm = 1000 * (ring_seconds(gradient_bytes, n, bandwidth, latency) + 2 * ring_seconds(12, n, bandwidth, latency))
+            comm = 1000 * (
+                ring_seconds(gradient_bytes, n, bandwidth, latency) + 2 * ring_seconds(12, n, bandwidth, latency)
+            )
             comm += 1000 * ring_seconds(gather_bytes, n, bandwidth, latency, all_reduce=False) / every
             step = step_ms + grid_eval_ms / n / every + comm
             speedup = n * one / step
@@ -87,14 +96,24 @@ def table(step_ms: float, grid_eval_ms: float, ranks: List[int], sizes: Tuple[in
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--step-ms", type=float, nargs="+", required=True, help="compute per training step on one rank (ms), measured elsewhere")
-    parser.add_argument("--grid-eval-ms", type=float, default=0.0, help="one occupancy-grid update's evaluation on one rank (ms)")
+    parser.add_argument(
+        "--step-ms",
+        type=float,
+        nargs="+",
+        required=True,
+        help="compute per training step on one rank (ms), measured elsewhere",
+    )
+    parser.add_argument(
+        "--grid-eval-ms", type=float, default=0.0, help="one occupancy-grid update's evaluation on one rank (ms)"
+    )
     parser.add_argument("--ranks", type=int, nargs="+", default=[1, 2, 4, 8])
     parser.add_argument("--device-defaults", choices=["cuda", "cpu"], default="cuda", help="whose table and grid sizes")
     args = parser.parse_args()
     torch.manual_seed(0)
     sizes = model_sizes(args.device_defaults)
-    print(f"accel-ngp with {args.device_defaults} defaults: {sizes[0]:,} trainable parameters in {sizes[1]} tensors, {sizes[2]:,} grid cells")
+    print(
+        f"accel-ngp with {args.device_defaults} defaults: {sizes[0]:,} trainable parameters in {sizes[1]} tensors, {sizes[2]:,} grid cells"
+    )
     for step_ms in args.step_ms:
         print()
         print("\n".join(table(step_ms, args.grid_eval_ms, args.ranks, sizes)))

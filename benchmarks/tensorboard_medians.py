@@ -24,7 +24,7 @@ def medians(run_folder: Path) -> dict:
         for tag in TAGS:
             if tag in accumulator.Tags().get("scalars", []):
                 values = accumulator.Scalars(tag)
-                found.setdefault(tag, []).extend(value.value for value in values[len(values) // 10:])
+                found.setdefault(tag, []).extend(value.value for value in values[len(values) // 10 :])
     return {tag: statistics.median(values) for tag, values in found.items() if values}
 
 
@@ -34,7 +34,11 @@ def main() -> None:
     rays = found.get(TAGS[0])
     step = found.get(TAGS[1])
     stall = found.get(TAGS[2])
-    cells = [f"{rays:,.0f}" if rays else "—", f"{1000 * step:.1f}" if step else "—", f"{100 * stall:.1f}%" if stall is not None else "—"]
+    cells = [
+        f"{rays:,.0f}" if rays else "—",
+        f"{1000 * step:.1f}" if step else "—",
+        f"{100 * stall:.1f}%" if stall is not None else "—",
+    ]
     print(f"| {name} | " + " | ".join(cells) + " |")
 
 

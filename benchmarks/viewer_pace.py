@@ -60,8 +60,11 @@ def window(log: Path, seconds: float, training_pid: int, browser_pid: Optional[i
     train_cpu, browser_cpu = cpu_seconds(training_pid), cpu_seconds(browser_pid)
     time.sleep(seconds)
     elapsed = time.monotonic() - start_time
-    return (((last_step(log) or 0) - start) / elapsed, (cpu_seconds(training_pid) - train_cpu) / elapsed,
-            (cpu_seconds(browser_pid) - browser_cpu) / elapsed)
+    return (
+        ((last_step(log) or 0) - start) / elapsed,
+        (cpu_seconds(training_pid) - train_cpu) / elapsed,
+        (cpu_seconds(browser_pid) - browser_cpu) / elapsed,
+    )
 
 
 def renice(pid: int, niceness: int) -> None:
@@ -78,16 +81,23 @@ def renice(pid: int, niceness: int) -> None:
 def report(name: str, measured: Tuple[float, float, float]) -> float:
     """Print one window's figures; its steps/s."""
     pace, train_cores, browser_cores = measured
-    print(f"{name}: {pace:.2f} steps/s; CPU cores used: ns-train {train_cores:.2f}, browser {browser_cores:.2f}", flush=True)
+    print(
+        f"{name}: {pace:.2f} steps/s; CPU cores used: ns-train {train_cores:.2f}, browser {browser_cores:.2f}",
+        flush=True,
+    )
     return pace
 
 
 def main(argv: Optional[List[str]] = None) -> None:
     parser, own, extra = scene_arguments(__doc__.split("\n\n")[0], argv)
     parser.add_argument("--seconds", type=float, default=60.0, help="length of each window")
-    parser.add_argument("--browser-nice", type=int, default=0,
-                        help="niceness of the browser's processes once the page has loaded: 19 leaves the CPU to "
-                             "training, as a browser on another machine would (0: compete as a local browser does)")
+    parser.add_argument(
+        "--browser-nice",
+        type=int,
+        default=0,
+        help="niceness of the browser's processes once the page has loaded: 19 leaves the CPU to "
+        "training, as a browser on another machine would (0: compete as a local browser does)",
+    )
     parser.add_argument("--warmup", type=float, default=30.0, help="seconds of training before the first window")
     args = parser.parse_args(own)
     process, port, log = start_training_with_viewer(args, extra, "viewer-pace-")
@@ -103,6 +113,7 @@ def main(argv: Optional[List[str]] = None) -> None:
         time.sleep(2.0)
         closed_again = report("page closed again", window(log, args.seconds, process.pid, None))
         print(f"open / closed: {opened / max((closed + closed_again) / 2, 1e-9):.2f}x", flush=True)
+
 
 if __name__ == "__main__":
     main()

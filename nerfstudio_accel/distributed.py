@@ -88,17 +88,20 @@ def average_gradients(parameters: Iterable[nn.Parameter], weight: float, loss: T
     if world_size() == 1:
         return GradientSync(float(weight), not bool(loss_bad))
     device = loss_bad.device
-    pieces = [(p.grad.reshape(-1).float() * weight) if p.grad is not None else torch.zeros(p.numel(), device=device) for p in params]
+    pieces = [
+        (p.grad.reshape(-1).float() * weight) if p.grad is not None else torch.zeros(p.numel(), device=device)
+        for p in params
+    ]
     used = torch.tensor([float(p.grad is not None) for p in params], device=device)
     flat = torch.cat([*pieces, used, loss_bad, torch.tensor([float(weight)], device=device)])
     dist.all_reduce(flat)
     total_weight = flat[-1].clamp(min=1e-12)  # no rays on any rank: gradients stay zero, not 0/0
-    used = flat[-2 - len(params):-2].tolist()
+    used = flat[-2 - len(params) : -2].tolist()
     offset = 0
     for index, p in enumerate(params):
         count = p.numel()
         if used[index] > 0:
-            p.grad = (flat[offset:offset + count] / total_weight).view_as(p).to(p.dtype)
+            p.grad = (flat[offset : offset + count] / total_weight).view_as(p).to(p.dtype)
         offset += count
     return GradientSync(float(flat[-1]), float(flat[-2]) == 0.0)
 
@@ -123,7 +126,7 @@ def evaluate_across_ranks(fn: Callable[[Tensor], Tensor], points: Float[Tensor, 
     count = points.shape[0]
     share = -(-count // ranks)
     padded = torch.cat([points, points.new_zeros((share * ranks - count, *points.shape[1:]))])
-    mine = fn(padded[rank() * share:(rank() + 1) * share]).contiguous()
+    mine = fn(padded[rank() * share : (rank() + 1) * share]).contiguous()
     gathered = [torch.empty_like(mine) for _ in range(ranks)]
     dist.all_gather(gathered, mine)
     return torch.cat(gathered)[:count]

@@ -41,7 +41,9 @@ def load_lpips(normalize: bool = True) -> nn.Module:
     """LPIPS (AlexNet) when its weights are present locally, else :class:`UnavailableLPIPS` with one warning."""
     path = alexnet_checkpoint_path()
     if not os.path.exists(path):
-        logger.warning("LPIPS disabled: AlexNet weights not found at %s (offline); psnr and ssim are still reported", path)
+        logger.warning(
+            "LPIPS disabled: AlexNet weights not found at %s (offline); psnr and ssim are still reported", path
+        )
         return UnavailableLPIPS()
     from torchmetrics.image.lpip import LearnedPerceptualImagePatchSimilarity
 
@@ -56,7 +58,8 @@ def lpips_without_downloads() -> Iterator[None]:
 
     original = lpip_module.LearnedPerceptualImagePatchSimilarity
     holders = [lpip_module] + [
-        module for name, module in list(sys.modules.items())
+        module
+        for name, module in list(sys.modules.items())
         if name.startswith("nerfstudio.") and getattr(module, "LearnedPerceptualImagePatchSimilarity", None) is original
     ]
     for module in holders:

@@ -46,7 +46,9 @@ def render_packed(
                 samples.t_starts, samples.t_ends, sigmas, ray_indices=ray_indices, n_rays=n_rays
             )[0]
         else:
-            weights = torch_ops.render_weight_from_density(samples.t_starts, samples.t_ends, sigmas, ray_indices, n_rays)
+            weights = torch_ops.render_weight_from_density(
+                samples.t_starts, samples.t_ends, sigmas, ray_indices, n_rays
+            )
         accumulation = torch_ops.accumulate_along_rays(weights, None, ray_indices, n_rays)
         rgb = torch_ops.accumulate_along_rays(weights, colors, ray_indices, n_rays)
         depth = torch_ops.accumulate_along_rays(weights, samples.t_mids[:, None], ray_indices, n_rays)
@@ -55,7 +57,9 @@ def render_packed(
     return {"rgb": rgb, "accumulation": accumulation, "depth": depth, "weights": weights}
 
 
-def background_colors(mode: BackgroundMode, n_rays: int, device: torch.device, training: bool) -> Float[Tensor, "n_rays 3"]:
+def background_colors(
+    mode: BackgroundMode, n_rays: int, device: torch.device, training: bool
+) -> Float[Tensor, "n_rays 3"]:
     """Per-ray background: a uniform random colour per ray when ``mode == 'random'`` and training;
     outside training the colour nerfstudio's viewer or ``ns-render`` asks for through
     ``background_color_override_context``, else the fixed colour of :data:`EVAL_BACKGROUND`."""
@@ -68,7 +72,9 @@ def background_colors(mode: BackgroundMode, n_rays: int, device: torch.device, t
 
 
 def depth_over_background(
-    depth: Float[Tensor, "n_rays 1"], accumulation: Float[Tensor, "n_rays 1"], origins: Float[Tensor, "n_rays 3"],
+    depth: Float[Tensor, "n_rays 1"],
+    accumulation: Float[Tensor, "n_rays 1"],
+    origins: Float[Tensor, "n_rays 3"],
     aabb: Float[Tensor, "2 3"],
 ) -> Float[Tensor, "n_rays 1"]:
     """Expected termination distance with the background as an opaque wall just beyond the scene box
@@ -83,7 +89,9 @@ def depth_over_background(
     return accumulation * depth + (1.0 - accumulation) * wall
 
 
-def composite_ground_truth(image: Float[Tensor, "*batch channels"], background: Float[Tensor, "*batch 3"]) -> Float[Tensor, "*batch 3"]:
+def composite_ground_truth(
+    image: Float[Tensor, "*batch channels"], background: Float[Tensor, "*batch 3"]
+) -> Float[Tensor, "*batch 3"]:
     """Blend an RGBA target over ``background`` (the same colours the prediction was blended over);
     RGB targets pass through unchanged."""
     if image.shape[-1] == 4:

@@ -20,15 +20,24 @@ from typing import List, Optional
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # headless_browser is a test helper, not shipped
 from headless_browser import (  # noqa: E402
-    WatchedTraining, click_checkbox, read_panel, scene_arguments, start_training_with_viewer, wait_for_port,
+    WatchedTraining,
+    click_checkbox,
+    read_panel,
+    scene_arguments,
+    start_training_with_viewer,
+    wait_for_port,
 )
 
 
 def main(argv: Optional[List[str]] = None) -> None:
     parser, own, extra = scene_arguments(__doc__.split("\n\n")[0], argv)
     parser.add_argument("--warmup", type=float, default=90.0, help="seconds of training before the toggles")
-    parser.add_argument("--toggle", action="append", default=None,
-                        help="label of a panel checkbox to tick (repeatable; default: Show occupancy grid)")
+    parser.add_argument(
+        "--toggle",
+        action="append",
+        default=None,
+        help="label of a panel checkbox to tick (repeatable; default: Show occupancy grid)",
+    )
     parser.add_argument("--output", type=Path, default=Path("docs/images/viewer_accel_panel.png"))
     parser.add_argument("--window", type=int, nargs=2, default=(1280, 1000), metavar=("WIDTH", "HEIGHT"))
     args = parser.parse_args(own)
@@ -54,7 +63,10 @@ def main(argv: Optional[List[str]] = None) -> None:
         image = Image.open(io.BytesIO(driver.get_screenshot_as_png())).convert("RGB")
         args.output.parent.mkdir(parents=True, exist_ok=True)
         image.quantize(colors=256, method=Image.Quantize.MEDIANCUT).save(args.output, optimize=True)
-        print(f"saved {args.output} ({args.output.stat().st_size // 1024} KiB) at panel step {read_panel(driver, 30)[0]}")
+        print(
+            f"saved {args.output} ({args.output.stat().st_size // 1024} KiB) at panel step {read_panel(driver, 30)[0]}"
+        )
+
 
 if __name__ == "__main__":
     main()

@@ -35,14 +35,22 @@ def make_trainer(
 
     def override(config) -> None:
         config.experiment_name, config.timestamp = "exp", "run"
-        for target, overrides in ((config, trainer_overrides), (config.pipeline, pipeline or {}), (config.pipeline.model, model or {})):
+        for target, overrides in (
+            (config, trainer_overrides),
+            (config.pipeline, pipeline or {}),
+            (config.pipeline.model, model or {}),
+        ):
             for key, value in overrides.items():
                 assert hasattr(target, key), f"{type(target).__name__} has no field {key}"
                 setattr(target, key, value)
 
     config = build_trainer_config(
-        method if method is not None else accel_ngp.config, scene, device,
-        dataparser=dataparser if dataparser is not None else BlenderDataParserConfig(), output_dir=output_dir, configure=override,
+        method if method is not None else accel_ngp.config,
+        scene,
+        device,
+        dataparser=dataparser if dataparser is not None else BlenderDataParserConfig(),
+        output_dir=output_dir,
+        configure=override,
         resolve=resolve,
     )
     assert isinstance(config, AccelTrainerConfig)

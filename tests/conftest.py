@@ -78,7 +78,9 @@ def run_cli(
     except subprocess.TimeoutExpired as error:
         out = error.stdout.decode(errors="replace") if isinstance(error.stdout, bytes) else (error.stdout or "")
         err = error.stderr.decode(errors="replace") if isinstance(error.stderr, bytes) else (error.stderr or "")
-        pytest.fail(f"{' '.join(command)} ran past {timeout} s\n--- stdout tail\n{out[-3000:]}\n--- stderr tail\n{err[-3000:]}")
+        pytest.fail(
+            f"{' '.join(command)} ran past {timeout} s\n--- stdout tail\n{out[-3000:]}\n--- stderr tail\n{err[-3000:]}"
+        )
     return done.returncode, _ANSI.sub("", done.stdout), _ANSI.sub("", done.stderr)
 
 

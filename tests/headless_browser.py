@@ -73,19 +73,28 @@ def open_page(url: str, width: int = 1280, height: int = 800):
 
     options = webdriver.ChromeOptions()
     options.binary_location = shutil.which("chromium") or shutil.which("chromium-browser") or "chromium"
-    for flag in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", f"--window-size={width},{height}",
-                 "--use-gl=angle", "--use-angle=swiftshader", "--enable-unsafe-swiftshader"):
+    for flag in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-dev-shm-usage",
+        f"--window-size={width},{height}",
+        "--use-gl=angle",
+        "--use-angle=swiftshader",
+        "--enable-unsafe-swiftshader",
+    ):
         options.add_argument(flag)
     driver = webdriver.Chrome(service=Service(executable_path=shutil.which("chromedriver")), options=options)
     driver.get(url)
     return driver
 
 
-def scene_arguments(description: str, argv: Optional[List[str]]) -> Tuple[argparse.ArgumentParser, List[str], List[str]]:
+def scene_arguments(
+    description: str, argv: Optional[List[str]]
+) -> Tuple[argparse.ArgumentParser, List[str], List[str]]:
     """A parser with ``--data``, ``--method`` and ``--dataparser`` for a script that trains with the viewer,
     the script's own arguments and the ns-train flags after ``--``."""
     argv = sys.argv[1:] if argv is None else argv
-    own, extra = (argv[: argv.index("--")], argv[argv.index("--") + 1:]) if "--" in argv else (argv, [])
+    own, extra = (argv[: argv.index("--")], argv[argv.index("--") + 1 :]) if "--" in argv else (argv, [])
     parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--data", type=Path, required=True)
     parser.add_argument("--method", default="accel-ngp")
@@ -93,19 +102,37 @@ def scene_arguments(description: str, argv: Optional[List[str]]) -> Tuple[argpar
     return parser, own, extra
 
 
-def start_training_with_viewer(args: argparse.Namespace, extra: List[str], prefix: str) -> Tuple[subprocess.Popen, int, Path]:
+def start_training_with_viewer(
+    args: argparse.Namespace, extra: List[str], prefix: str
+) -> Tuple[subprocess.Popen, int, Path]:
     """Start ``ns-train <method> --vis viewer`` on a free port with its output in a new temporary folder;
     returns the process, the viewer's port and the log file."""
     port = free_port()
     out = Path(tempfile.mkdtemp(prefix=prefix))
-    command = [str(Path(sys.executable).parent / "ns-train"), args.method, "--vis", "viewer",
-               "--viewer.websocket-port", str(port), "--viewer.websocket-host", "127.0.0.1", "--output-dir", str(out),
-               "--max-num-iterations", "1000000", *extra, args.dataparser, "--data", str(args.data)]
+    command = [
+        str(Path(sys.executable).parent / "ns-train"),
+        args.method,
+        "--vis",
+        "viewer",
+        "--viewer.websocket-port",
+        str(port),
+        "--viewer.websocket-host",
+        "127.0.0.1",
+        "--output-dir",
+        str(out),
+        "--max-num-iterations",
+        "1000000",
+        *extra,
+        args.dataparser,
+        "--data",
+        str(args.data),
+    ]
     print("$", " ".join(command), flush=True)
     log = out / "ns-train.log"
     with log.open("w") as sink:
-        process = subprocess.Popen(command, stdout=sink, stderr=subprocess.STDOUT, start_new_session=True,
-                                   env={**os.environ, "COLUMNS": "200"})
+        process = subprocess.Popen(
+            command, stdout=sink, stderr=subprocess.STDOUT, start_new_session=True, env={**os.environ, "COLUMNS": "200"}
+        )
     return process, port, log
 
 

@@ -11,13 +11,25 @@ PACKAGE = Path(__file__).resolve().parents[1] / "nerfstudio_accel"
 
 FOREIGN_PROBES = {
     ("pipelines/hard_mining.py", "getattr(node, 'variable', None)"): "autograd's AccumulateGrad nodes hold their leaf",
-    ("pipelines/accel_pipeline.py", "getattr(parser, 'alpha_color', None)"): "nerfstudio parsers with an alpha_color field",
-    ("viewer/training_viewer.py", "getattr(viewer_state, 'control_panel', None)"): "nerfstudio's viewer has one, the legacy one not",
+    (
+        "pipelines/accel_pipeline.py",
+        "getattr(parser, 'alpha_color', None)",
+    ): "nerfstudio parsers with an alpha_color field",
+    (
+        "viewer/training_viewer.py",
+        "getattr(viewer_state, 'control_panel', None)",
+    ): "nerfstudio's viewer has one, the legacy one not",
     ("viewer/training_viewer.py", "getattr(viewer_state, 'viser_server', None)"): "likewise, its viser server",
-    ("bench/budget.py", "getattr(pipeline.datamanager.config, 'train_num_rays_per_batch', 0)"): "any nerfstudio datamanager",
+    (
+        "bench/budget.py",
+        "getattr(pipeline.datamanager.config, 'train_num_rays_per_batch', 0)",
+    ): "any nerfstudio datamanager",
     ("bench/configs.py", "hasattr(datamanager, 'camera_res_scale_factor')"): "any nerfstudio datamanager",
     ("bench/configs.py", "hasattr(datamanager.dataparser, 'downscale_factor')"): "any nerfstudio data parser",
-    ("metrics.py", "getattr(module, 'LearnedPerceptualImagePatchSimilarity', None)"): "nerfstudio's modules that name LPIPS",
+    (
+        "metrics.py",
+        "getattr(module, 'LearnedPerceptualImagePatchSimilarity', None)",
+    ): "nerfstudio's modules that name LPIPS",
     ("data/prefetching_datamanager.py", "getattr(value, item.name)"): "the fields of any dataclass in a batch",
     ("scenes/cli.py", "getattr(args, name)"): "argparse's namespace",
 }
@@ -54,7 +66,7 @@ def test_no_import_cycle_between_modules():
         state[name] = 1
         for target in graph[name]:
             if state.get(target) == 1:
-                cycles.append(trail[trail.index(target):] + [target])
+                cycles.append(trail[trail.index(target) :] + [target])
             elif target not in state:
                 visit(target, trail + [target])
         state[name] = 2
@@ -69,7 +81,11 @@ def test_every_attribute_probe_is_of_something_outside_the_package():
     found = set()
     for path in PACKAGE.rglob("*.py"):
         for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("getattr", "hasattr"):
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Name)
+                and node.func.id in ("getattr", "hasattr")
+            ):
                 found.add((path.relative_to(PACKAGE).as_posix(), ast.unparse(node)))
     assert found <= set(FOREIGN_PROBES), f"probes not in FOREIGN_PROBES: {sorted(found - set(FOREIGN_PROBES))}"
 

@@ -22,14 +22,22 @@ METHOD = "accel-ngp"
 MAX_ITERATIONS = 30
 FINAL_CHECKPOINT = f"step-{MAX_ITERATIONS - 1:09d}.ckpt"  # nerfstudio saves at the last step, 0-based
 TRAIN_FLAGS = (
-    "--machine.device-type", "cpu",
-    "--vis", "tensorboard",
-    "--max-num-iterations", str(MAX_ITERATIONS),
-    "--steps-per-eval-image", "100000",
-    "--steps-per-eval-batch", "100000",
-    "--steps-per-save", "100000",
-    "--experiment-name", "exp",
-    "--timestamp", "run",
+    "--machine.device-type",
+    "cpu",
+    "--vis",
+    "tensorboard",
+    "--max-num-iterations",
+    str(MAX_ITERATIONS),
+    "--steps-per-eval-image",
+    "100000",
+    "--steps-per-eval-batch",
+    "100000",
+    "--steps-per-save",
+    "100000",
+    "--experiment-name",
+    "exp",
+    "--timestamp",
+    "run",
 )
 LOADING_STARTED = "Setting up training dataset"  # nerfstudio prints this when it starts reading images
 WEIGHTS_ONLY_ENV = "TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD"
@@ -41,8 +49,9 @@ def run_dir(output_dir: Path) -> Path:
 
 def ns_train(run_cli, output_dir: Path, method_args: Sequence[str], parser_args: Sequence[str], timeout: float = 300):
     """ns-train accel-ngp TRAIN_FLAGS --output-dir OUT METHOD_ARGS PARSER_ARGS -> (code, stdout, stderr)."""
-    return run_cli("ns-train", METHOD, *TRAIN_FLAGS, "--output-dir", str(output_dir), *method_args, *parser_args,
-                   timeout=timeout)
+    return run_cli(
+        "ns-train", METHOD, *TRAIN_FLAGS, "--output-dir", str(output_dir), *method_args, *parser_args, timeout=timeout
+    )
 
 
 def error_lines(text: str) -> List[str]:
@@ -70,8 +79,21 @@ def checkpoints(output_dir: Path) -> List[Path]:
 
 def test_ns_accel_scene_writes_a_blender_scene(run_cli, tmp_path: Path) -> None:
     out_dir = tmp_path / "scene"
-    code, out, err = run_cli("ns-accel-scene", out_dir, "--num-train", "3", "--num-val", "1", "--num-test", "2",
-                             "--resolution", "16", "--supersample", "1", timeout=60)
+    code, out, err = run_cli(
+        "ns-accel-scene",
+        out_dir,
+        "--num-train",
+        "3",
+        "--num-val",
+        "1",
+        "--num-test",
+        "2",
+        "--resolution",
+        "16",
+        "--supersample",
+        "1",
+        timeout=60,
+    )
 
     assert code == 0, err
     assert "wrote 6 views (3 train / 1 val / 2 test) at 16x16" in out
@@ -96,7 +118,9 @@ def test_ns_accel_scene_writes_a_blender_scene(run_cli, tmp_path: Path) -> None:
 def trained_run(run_cli, tiny_scene: Path, tmp_path_factory: pytest.TempPathFactory) -> Dict[str, object]:
     """One short ns-train run on the tiny scene, shared by the tests below."""
     output_dir = tmp_path_factory.mktemp("train")
-    code, out, err = ns_train(run_cli, output_dir, ("--pipeline.print-every", "10"), ("blender-data", "--data", str(tiny_scene)))
+    code, out, err = ns_train(
+        run_cli, output_dir, ("--pipeline.print-every", "10"), ("blender-data", "--data", str(tiny_scene))
+    )
     return {"code": code, "out": out, "err": err, "output_dir": output_dir, "run_dir": run_dir(output_dir)}
 
 
@@ -139,7 +163,9 @@ def test_hard_mining_stats_reach_terminal_and_tensorboard(trained_run) -> None:
     scalars = tensorboard_scalars(trained_run["run_dir"])
     names = ("B", "b", "fraction", "tau_hat", "scoring_ms", "graph_forward_ms")
     for name in names:
-        assert scalars.get(f"Train Metrics Dict/hard_mining_{name}"), f"hard_mining_{name} not logged; tags: {sorted(scalars)}"
+        assert scalars.get(f"Train Metrics Dict/hard_mining_{name}"), (
+            f"hard_mining_{name} not logged; tags: {sorted(scalars)}"
+        )
     b_values, big_b_values = scalars["Train Metrics Dict/hard_mining_b"], scalars["Train Metrics Dict/hard_mining_B"]
     assert all(0 < b <= big_b for b, big_b in zip(b_values, big_b_values))
     printed = [line for line in trained_run["out"].splitlines() if line.startswith("hard mining, step")]
@@ -153,14 +179,34 @@ def test_hard_mining_off_is_one_flag(run_cli, tiny_scene: Path, tmp_path: Path) 
     """--pipeline.hard-mining False (the ablation) trains ordinarily: no mining stats anywhere. (Also without
     the pipelined input sampler, whose stall is then the whole batch preparation.)"""
     code, out, err = run_cli(
-        "ns-train", METHOD, *TRAIN_FLAGS[:4], "--max-num-iterations", "12", "--experiment-name", "exp", "--timestamp", "run",
-        "--output-dir", str(tmp_path), "--pipeline.hard-mining", "False", "--pipeline.print-every", "5",
-        "--pipeline.datamanager.prefetch-batches", "0", "blender-data", "--data", str(tiny_scene), timeout=300,
+        "ns-train",
+        METHOD,
+        *TRAIN_FLAGS[:4],
+        "--max-num-iterations",
+        "12",
+        "--experiment-name",
+        "exp",
+        "--timestamp",
+        "run",
+        "--output-dir",
+        str(tmp_path),
+        "--pipeline.hard-mining",
+        "False",
+        "--pipeline.print-every",
+        "5",
+        "--pipeline.datamanager.prefetch-batches",
+        "0",
+        "blender-data",
+        "--data",
+        str(tiny_scene),
+        timeout=300,
     )
     assert code == 0, err[-3000:]
     assert "hard mining, step" not in out
     scalars = tensorboard_scalars(run_dir(tmp_path))
-    assert "Train Metrics Dict/psnr" in scalars and all(value > 0 for value in scalars["Train Metrics Dict/input_wait_ms"])
+    assert "Train Metrics Dict/psnr" in scalars and all(
+        value > 0 for value in scalars["Train Metrics Dict/input_wait_ms"]
+    )
     assert not any("hard_mining" in tag for tag in scalars)
 
 
@@ -168,8 +214,15 @@ def run_ns_eval(run_cli, trained_run, **kwargs) -> Tuple[int, str, str, Path]:
     if trained_run["code"] != 0:
         pytest.skip("training failed; see test_ns_train_saves_the_final_checkpoint")
     eval_json = trained_run["output_dir"] / f"eval-{len(list(trained_run['output_dir'].glob('eval-*')))}.json"
-    code, out, err = run_cli("ns-eval", "--load-config", trained_run["run_dir"] / "config.yml",
-                             "--output-path", eval_json, timeout=300, **kwargs)
+    code, out, err = run_cli(
+        "ns-eval",
+        "--load-config",
+        trained_run["run_dir"] / "config.yml",
+        "--output-path",
+        eval_json,
+        timeout=300,
+        **kwargs,
+    )
     return code, out, err, eval_json
 
 
@@ -197,9 +250,21 @@ def test_ns_render_writes_rgba_images(run_cli, trained_run, tmp_path: Path) -> N
     as alpha (ns-render's default format, jpeg, has no alpha channel)."""
     if trained_run["code"] != 0:
         pytest.skip("training failed; see test_ns_train_saves_the_final_checkpoint")
-    code, out, err = run_cli("ns-render", "dataset", "--load-config", trained_run["run_dir"] / "config.yml",
-                             "--output-path", tmp_path / "renders", "--split", "test",
-                             "--rendered-output-names", "rgba", "--image-format", "png", timeout=300)
+    code, out, err = run_cli(
+        "ns-render",
+        "dataset",
+        "--load-config",
+        trained_run["run_dir"] / "config.yml",
+        "--output-path",
+        tmp_path / "renders",
+        "--split",
+        "test",
+        "--rendered-output-names",
+        "rgba",
+        "--image-format",
+        "png",
+        timeout=300,
+    )
     assert code == 0, (out + err)[-3000:]
     images = sorted((tmp_path / "renders").rglob("*.png"))
     assert len(images) == 2, images  # the tiny scene's two test views
@@ -270,8 +335,13 @@ def test_ns_train_rejects_bad_scene_in_one_line(run_cli, tiny_scene: Path, tmp_p
 @pytest.mark.slow
 def test_ns_train_rejects_unknown_sampler_backend(run_cli, tiny_scene: Path, tmp_path: Path) -> None:
     output_dir = tmp_path / "out"
-    code, out, err = ns_train(run_cli, output_dir, ("--pipeline.model.sampler-backend", "bogus"),
-                              ("blender-data", "--data", str(tiny_scene)), timeout=180)
+    code, out, err = ns_train(
+        run_cli,
+        output_dir,
+        ("--pipeline.model.sampler-backend", "bogus"),
+        ("blender-data", "--data", str(tiny_scene)),
+        timeout=180,
+    )
 
     both = out + err
     assert code != 0
@@ -285,8 +355,13 @@ def test_ns_train_rejects_unknown_sampler_backend(run_cli, tiny_scene: Path, tmp
 @pytest.mark.slow
 def test_ns_train_nerfacc_backend_on_cpu_fails_in_one_line(run_cli, tiny_scene: Path, tmp_path: Path) -> None:
     output_dir = tmp_path / "out"
-    code, out, err = ns_train(run_cli, output_dir, ("--pipeline.model.sampler-backend", "nerfacc"),
-                              ("blender-data", "--data", str(tiny_scene)), timeout=180)
+    code, out, err = ns_train(
+        run_cli,
+        output_dir,
+        ("--pipeline.model.sampler-backend", "nerfacc"),
+        ("blender-data", "--data", str(tiny_scene)),
+        timeout=180,
+    )
 
     assert_one_line_error(code, out, err, "'nerfacc' cannot run here", "cpu", "--pipeline.model.sampler-backend torch")
     assert checkpoints(output_dir) == []
@@ -345,12 +420,15 @@ def frame_without_pose(scene: Path) -> str:
 def as_nerfstudio_capture(scene: Path) -> Path:
     """Turn the Blender scene copy into a nerfstudio-format capture: transforms.json listing the train PNGs."""
     meta = json.loads((scene / "transforms_train.json").read_text())
-    frames = [{"file_path": frame["file_path"].lstrip("./") + ".png", "transform_matrix": frame["transform_matrix"]}
-              for frame in meta["frames"]]
+    frames = [
+        {"file_path": frame["file_path"].lstrip("./") + ".png", "transform_matrix": frame["transform_matrix"]}
+        for frame in meta["frames"]
+    ]
     capture = scene.parent / "capture"
     shutil.copytree(scene / "train", capture / "train")
-    (capture / "transforms.json").write_text(json.dumps({"fl_x": 46.0, "fl_y": 46.0, "cx": 16.0, "cy": 16.0,
-                                                         "w": 32, "h": 32, "frames": frames}))
+    (capture / "transforms.json").write_text(
+        json.dumps({"fl_x": 46.0, "fl_y": 46.0, "cx": 16.0, "cy": 16.0, "w": 32, "h": 32, "frames": frames})
+    )
     return capture
 
 
@@ -365,12 +443,22 @@ def blender_cases() -> Dict[str, Callable[[Path], Tuple[Path, Tuple[str, ...], T
         "empty-frames": lambda s: (s, ("train",), (empty_frames(s), "lists no frames", '"frames"')),
         "invalid-json": lambda s: (s, ("train",), (invalid_json(s, "transforms_train.json"), "not valid JSON")),
         "frame-without-pose": lambda s: (s, ("train",), (frame_without_pose(s), "frame 1", "transform_matrix")),
-        "png-suffix-in-file-path": lambda s: (s, ("train",), (png_suffix_in_file_paths(s), "appends .png", "drop the extension")),
+        "png-suffix-in-file-path": lambda s: (
+            s,
+            ("train",),
+            (png_suffix_in_file_paths(s), "appends .png", "drop the extension"),
+        ),
         "empty-val-split": lambda s: (s, ("train", "val"), (empty_frames(s, "transforms_val.json"), "frames")),
-        "no-val-split": lambda s: ((s / "transforms_val.json").unlink() or s, ("train", "val"),
-                                   ("transforms_val.json", "blender-data")),
-        "nerfstudio-capture": lambda s: (as_nerfstudio_capture(s), ("train",),
-                                         ("transforms_train.json", "use nerfstudio-data")),
+        "no-val-split": lambda s: (
+            (s / "transforms_val.json").unlink() or s,
+            ("train", "val"),
+            ("transforms_val.json", "blender-data"),
+        ),
+        "nerfstudio-capture": lambda s: (
+            as_nerfstudio_capture(s),
+            ("train",),
+            ("transforms_train.json", "use nerfstudio-data"),
+        ),
     }
 
 
@@ -389,10 +477,12 @@ def test_check_blender_scene_rejects_in_one_line(tiny_scene: Path, tmp_path: Pat
 
 def nerfstudio_cases() -> Dict[str, Callable[[Path], Tuple[Path, Tuple[str, ...]]]]:
     """name -> scene copy -> (path to check, substrings of the message)."""
+
     def capture_with(change: Callable[[Path], str], *also: str) -> Callable[[Path], Tuple[Path, Tuple[str, ...]]]:
         def build(scene: Path) -> Tuple[Path, Tuple[str, ...]]:
             capture = as_nerfstudio_capture(scene)
             return capture, (change(capture), *also)
+
         return build
 
     return {

@@ -15,7 +15,9 @@ BATCHES = (torch.arange(6.0).reshape(3, 2), torch.arange(10.0).reshape(5, 2) / 7
 
 def model() -> torch.nn.ModuleDict:
     torch.manual_seed(0)
-    return torch.nn.ModuleDict({"used": torch.nn.Linear(2, 1), "rank1_only": torch.nn.Linear(2, 1), "unused": torch.nn.Linear(2, 1)})
+    return torch.nn.ModuleDict(
+        {"used": torch.nn.Linear(2, 1), "rank1_only": torch.nn.Linear(2, 1), "unused": torch.nn.Linear(2, 1)}
+    )
 
 
 def loss(net: torch.nn.ModuleDict, batch: torch.Tensor, rank: int) -> torch.Tensor:
@@ -65,7 +67,10 @@ def collectives_rank(rank: int, init_file: str, out: str) -> None:
         evaluations = evaluate_across_ranks(lambda x: x.sum(dim=1, keepdim=True) + 100 * rank, points)
         moments = all_reduce_sum(torch.tensor([1.0, rank + 1.0]))
         sync = average_gradients(net.parameters(), weight=1, loss=torch.tensor(float("nan") if rank == 1 else 0.5))
-        torch.save({"state": net.state_dict(), "evaluations": evaluations, "moments": moments, "sync": sync}, Path(out) / f"rank{rank}.pt")
+        torch.save(
+            {"state": net.state_dict(), "evaluations": evaluations, "moments": moments, "sync": sync},
+            Path(out) / f"rank{rank}.pt",
+        )
     finally:
         dist.destroy_process_group()
 

@@ -17,7 +17,9 @@ def trainer_with_pose_refinement(tiny_scene, tmp_path, method: str):
     if method == "accel-nerfacto":
         trainer = make_trainer(tiny_scene, tmp_path, method=accel_nerfacto.config, model={"implementation": "torch"})
     else:
-        trainer = make_trainer(tiny_scene, tmp_path, model={"camera_optimizer": AutoCameraOptimizerConfig(mode="SO3xR3")})
+        trainer = make_trainer(
+            tiny_scene, tmp_path, model={"camera_optimizer": AutoCameraOptimizerConfig(mode="SO3xR3")}
+        )
     run_steps(trainer, 0, 1)  # with the first occupancy-grid update
     model = trainer.pipeline.model
     with torch.no_grad():
@@ -53,7 +55,9 @@ def test_accel_ngp_corrected_rays_under_bf16_equal_fp32(tiny_scene, tmp_path):
     fp32, bf16 = field_inputs(model, samples, autocast=False), field_inputs(model, samples, autocast=True)
     for name in ("positions", "directions"):
         assert bf16[name].dtype == torch.float32
-        assert torch.equal(bf16[name], fp32[name]), f"{name} differ by {float((bf16[name] - fp32[name]).abs().max()):.2e}"
+        assert torch.equal(bf16[name], fp32[name]), (
+            f"{name} differ by {float((bf16[name] - fp32[name]).abs().max()):.2e}"
+        )
     uncorrected = samples.directions[samples.ray_indices]
     assert not torch.allclose(fp32["directions"], uncorrected), "the corrections should move the rays"
 
@@ -70,4 +74,6 @@ def test_accel_nerfacto_corrected_rays_under_bf16_equal_fp32(tiny_scene, tmp_pat
         fp32, bf16 = getattr(frustums[False], name), getattr(frustums[True], name)
         assert bf16.dtype == torch.float32
         assert torch.equal(bf16, fp32), f"{name} differ by {float((bf16 - fp32).abs().max()):.2e}"
-    assert not torch.allclose(frustums[False].directions[:, 0], ray_bundle.directions), "the corrections should move the rays"
+    assert not torch.allclose(frustums[False].directions[:, 0], ray_bundle.directions), (
+        "the corrections should move the rays"
+    )

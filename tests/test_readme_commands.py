@@ -116,8 +116,10 @@ def captured_scene_commands() -> List[Tuple[str, str]]:
 
 
 COMMANDS = captured_scene_commands()
-COMMAND_IDS = [f"{Path(document).stem}-{sum(other == document for other, _ in COMMANDS[:index])}"
-               for index, (document, _) in enumerate(COMMANDS)]
+COMMAND_IDS = [
+    f"{Path(document).stem}-{sum(other == document for other, _ in COMMANDS[:index])}"
+    for index, (document, _) in enumerate(COMMANDS)
+]
 
 
 def test_documented_commands_reads_code_blocks_and_inline_spans() -> None:
@@ -159,21 +161,39 @@ def write_colmap_model(scene: Path, out_dir: Path) -> Path:
     shutil.copytree(scene / IMAGE_DIR, out_dir / "images")
     model = out_dir / COLMAP_MODEL
     model.mkdir(parents=True)
-    cameras = {1: colmap.Camera(id=1, model="PINHOLE", width=meta["w"], height=meta["h"],
-                                params=np.array([meta["fl_x"], meta["fl_y"], meta["cx"], meta["cy"]]))}
+    cameras = {
+        1: colmap.Camera(
+            id=1,
+            model="PINHOLE",
+            width=meta["w"],
+            height=meta["h"],
+            params=np.array([meta["fl_x"], meta["fl_y"], meta["cx"], meta["cy"]]),
+        )
+    }
     images = {}
     for image_id, frame in enumerate(meta["frames"], start=1):
         camera_to_world = np.array(frame["transform_matrix"], dtype=float)
         camera_to_world[:3, 1:3] *= -1.0  # OpenGL camera axes (nerfstudio) -> OpenCV (COLMAP)
         world_to_camera = np.linalg.inv(camera_to_world)
         images[image_id] = colmap.Image(
-            id=image_id, qvec=colmap.rotmat2qvec(world_to_camera[:3, :3]), tvec=world_to_camera[:3, 3], camera_id=1,
-            name=Path(frame["file_path"]).name, xys=np.zeros((0, 2)), point3D_ids=np.zeros(0, dtype=np.int64),
+            id=image_id,
+            qvec=colmap.rotmat2qvec(world_to_camera[:3, :3]),
+            tvec=world_to_camera[:3, 3],
+            camera_id=1,
+            name=Path(frame["file_path"]).name,
+            xys=np.zeros((0, 2)),
+            point3D_ids=np.zeros(0, dtype=np.int64),
         )
     rng = np.random.default_rng(0)
     points = {
-        point_id: colmap.Point3D(id=point_id, xyz=rng.uniform(-0.7, 0.7, 3), rgb=np.array([128, 128, 128]), error=0.5,
-                                 image_ids=np.zeros(0, dtype=np.int64), point2D_idxs=np.zeros(0, dtype=np.int64))
+        point_id: colmap.Point3D(
+            id=point_id,
+            xyz=rng.uniform(-0.7, 0.7, 3),
+            rgb=np.array([128, 128, 128]),
+            error=0.5,
+            image_ids=np.zeros(0, dtype=np.int64),
+            point2D_idxs=np.zeros(0, dtype=np.int64),
+        )
         for point_id in range(1, 17)
     }
     colmap.write_model(cameras, images, points, str(model), ext=".bin")
@@ -195,15 +215,24 @@ def harness_flags(argv: List[str], output_dir: Path) -> List[str]:
     import torch
 
     flags = [
-        "--vis", "tensorboard",
-        "--max-num-iterations", str(MAX_ITERATIONS),
-        "--steps-per-eval-image", "100000",
-        "--steps-per-eval-batch", "100000",
-        "--steps-per-eval-all-images", "100000",
-        "--steps-per-save", "100000",
-        "--output-dir", str(output_dir),
-        "--experiment-name", "readme",
-        "--timestamp", "run",
+        "--vis",
+        "tensorboard",
+        "--max-num-iterations",
+        str(MAX_ITERATIONS),
+        "--steps-per-eval-image",
+        "100000",
+        "--steps-per-eval-batch",
+        "100000",
+        "--steps-per-eval-all-images",
+        "100000",
+        "--steps-per-save",
+        "100000",
+        "--output-dir",
+        str(output_dir),
+        "--experiment-name",
+        "readme",
+        "--timestamp",
+        "run",
     ]
     if not any(token.startswith("--machine.device-type") for token in argv):
         flags += ["--machine.device-type", "cuda" if torch.cuda.is_available() else "cpu"]
@@ -223,8 +252,9 @@ def runnable(argv: List[str], scene: Path, output_dir: Path) -> List[str]:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("document,command", COMMANDS, ids=COMMAND_IDS)
-def test_documented_captured_scene_command_trains(run_cli, nerfstudio_scene: Path, tmp_path: Path,
-                                                  document: str, command: str) -> None:
+def test_documented_captured_scene_command_trains(
+    run_cli, nerfstudio_scene: Path, tmp_path: Path, document: str, command: str
+) -> None:
     argv = shlex.split(command, comments=True)
     parser = command_parser(argv)
     scene = scene_for(parser, nerfstudio_scene, tmp_path)
@@ -233,8 +263,9 @@ def test_documented_captured_scene_command_trains(run_cli, nerfstudio_scene: Pat
 
     code, out, err = run_cli(*run, timeout=300, cwd=tmp_path)
 
-    shown = (f"{document}: {command}\nran: {shlex.join(run)}\n"
-             f"--- stdout tail\n{out[-2000:]}\n--- stderr tail\n{err[-3000:]}")
+    shown = (
+        f"{document}: {command}\nran: {shlex.join(run)}\n--- stdout tail\n{out[-2000:]}\n--- stderr tail\n{err[-3000:]}"
+    )
     assert code == 0, shown
     assert "Traceback" not in out + err, shown
     run_dir = output_dir / "readme" / argv[1] / "run"

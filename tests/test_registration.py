@@ -141,8 +141,11 @@ def test_broken_plugin_import_leaves_nerfstudio_methods_working(run_cli) -> None
 
     assert code == 0, err[-3000:]
     assert "Traceback" not in out + err
-    results = {line.split(" ", 1)[0]: json.loads(line.split(" ", 1)[1]) for line in out.splitlines()
-               if line.startswith(("PLUGINS ", "ALL "))}
+    results = {
+        line.split(" ", 1)[0]: json.loads(line.split(" ", 1)[1])
+        for line in out.splitlines()
+        if line.startswith(("PLUGINS ", "ALL "))
+    }
     assert METHOD not in results["PLUGINS"]
     assert METHOD not in results["ALL"]
     assert {"nerfacto", "instant-ngp", "accel-nerfacto"} <= set(results["ALL"]), "one broken method leaves the others"
@@ -172,4 +175,3 @@ def test_ns_train_accel_ngp_help_shows_model_flags(run_cli) -> None:
     for superseded in ("--mixed-precision", "--use-grad-scaler"):  # set from --precision
         assert superseded not in out, superseded
     assert "blender-data" in out  # the data parser subcommands follow
-

@@ -23,7 +23,9 @@ def batched_problem(seed: int) -> dict[str, torch.Tensor]:
     generator = torch.Generator().manual_seed(seed)
     dt = 0.01 + 0.05 * torch.rand(N_RAYS, N_SAMPLES, generator=generator)
     t_ends = torch.rand(N_RAYS, 1, generator=generator) + torch.cumsum(dt, dim=1)
-    sigmas = torch.exp(torch.randn(N_RAYS, 1, generator=generator) + 1.5 * torch.randn(N_RAYS, N_SAMPLES, generator=generator))
+    sigmas = torch.exp(
+        torch.randn(N_RAYS, 1, generator=generator) + 1.5 * torch.randn(N_RAYS, N_SAMPLES, generator=generator)
+    )
     sigmas[3] = 0.0
     return {
         "t_starts": t_ends - dt,
@@ -77,11 +79,20 @@ def test_packed_visibility_matches_nerfacc_batched(early_stop_eps, alpha_thresho
     problem = batched_problem(seed=1)
     samples = packed(problem)
     visible = torch_ops.render_visibility_from_density(
-        samples.t_starts, samples.t_ends, problem["sigmas"].reshape(-1), samples.ray_indices, N_RAYS,
-        early_stop_eps=early_stop_eps, alpha_threshold=alpha_threshold,
+        samples.t_starts,
+        samples.t_ends,
+        problem["sigmas"].reshape(-1),
+        samples.ray_indices,
+        N_RAYS,
+        early_stop_eps=early_stop_eps,
+        alpha_threshold=alpha_threshold,
     )
     expected = volrend.render_visibility_from_density(
-        problem["t_starts"], problem["t_ends"], problem["sigmas"], early_stop_eps=early_stop_eps, alpha_thre=alpha_threshold
+        problem["t_starts"],
+        problem["t_ends"],
+        problem["sigmas"],
+        early_stop_eps=early_stop_eps,
+        alpha_thre=alpha_threshold,
     ).reshape(-1)
     assert torch.equal(visible, expected)
     assert 0 < int(expected.sum()) < expected.numel()
@@ -104,7 +115,8 @@ def test_render_packed_gradients_match_nerfacc_batched():
     problem = batched_problem(seed=3)
     generator = torch.Generator().manual_seed(33)
     loss_weights = {
-        key: torch.randn(N_RAYS, channels, generator=generator) for key, channels in (("rgb", 3), ("accumulation", 1), ("depth", 1))
+        key: torch.randn(N_RAYS, channels, generator=generator)
+        for key, channels in (("rgb", 3), ("accumulation", 1), ("depth", 1))
     }
 
     def gradients(render):
@@ -172,8 +184,13 @@ def test_random_background_in_training_is_per_ray():
 
 @pytest.mark.parametrize(
     "mode, training, expected",
-    [("random", False, (1.0, 1.0, 1.0)), ("white", True, (1.0, 1.0, 1.0)), ("white", False, (1.0, 1.0, 1.0)),
-     ("black", True, (0.0, 0.0, 0.0)), ("black", False, (0.0, 0.0, 0.0))],
+    [
+        ("random", False, (1.0, 1.0, 1.0)),
+        ("white", True, (1.0, 1.0, 1.0)),
+        ("white", False, (1.0, 1.0, 1.0)),
+        ("black", True, (0.0, 0.0, 0.0)),
+        ("black", False, (0.0, 0.0, 0.0)),
+    ],
 )
 def test_fixed_backgrounds(mode, training, expected):
     """Evaluation with ``random`` uses white; ``white`` and ``black`` are fixed in both phases."""

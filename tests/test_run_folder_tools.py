@@ -40,8 +40,16 @@ def capture(tmp_path_factory) -> Path:
 
 def train(scene: Path, output_dir: Path, steps: int = 3, **model):
     """A short accel-ngp run as ns-train makes it: config.yml saved before the data is read, then training."""
-    trainer = make_trainer(scene, output_dir, setup=False, dataparser=NerfstudioDataParserConfig(), max_num_iterations=steps,
-                           steps_per_save=1000, model={"sampler": "occupancy", **model}, resolve=False)
+    trainer = make_trainer(
+        scene,
+        output_dir,
+        setup=False,
+        dataparser=NerfstudioDataParserConfig(),
+        max_num_iterations=steps,
+        steps_per_save=1000,
+        model={"sampler": "occupancy", **model},
+        resolve=False,
+    )
     trainer.setup()
     trainer.train()
     return trainer
@@ -67,8 +75,14 @@ def crashed_run(capture, tmp_path_factory):
 
 def run_tool(*args: str, timeout: float = 300.0):
     """A nerfstudio console script to completion: ``(code, stdout + stderr)``."""
-    done = subprocess.run([console_script(args[0]), *map(str, args[1:])], capture_output=True, text=True, timeout=timeout,
-                          env=cli_env(), stdin=subprocess.DEVNULL)
+    done = subprocess.run(
+        [console_script(args[0]), *map(str, args[1:])],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=cli_env(),
+        stdin=subprocess.DEVNULL,
+    )
     return done.returncode, done.stdout + done.stderr
 
 
@@ -88,19 +102,38 @@ def test_ns_eval_ns_render_and_ns_viewer_open_a_run_after_a_crashed_save(crashed
     assert code == 0, output[-3000:]
     assert (tmp_path / "eval.json").is_file()
 
-    code, output = run_tool("ns-render", "dataset", "--load-config", config, "--output-path", tmp_path / "renders",
-                            "--split", "test", "--rendered-output-names", "rgb", "num_samples_per_ray")
+    code, output = run_tool(
+        "ns-render",
+        "dataset",
+        "--load-config",
+        config,
+        "--output-path",
+        tmp_path / "renders",
+        "--split",
+        "test",
+        "--rendered-output-names",
+        "rgb",
+        "num_samples_per_ray",
+    )
     assert code == 0, output[-3000:]
     for name in ("rgb", "num_samples_per_ray"):
-        assert len(list((tmp_path / "renders" / "test" / name).rglob("*.jpg"))) == SPEC.num_test, f"no {name} renders\n{output[-2000:]}"
+        assert len(list((tmp_path / "renders" / "test" / name).rglob("*.jpg"))) == SPEC.num_test, (
+            f"no {name} renders\n{output[-2000:]}"
+        )
 
     assert_ns_viewer_serves(config)
 
 
 def assert_ns_viewer_serves(config: Path, timeout: float = 240.0) -> None:
     """ns-viewer loads the checkpoint, starts its server and keeps running (it serves until stopped)."""
-    process = subprocess.Popen([console_script("ns-viewer"), "--load-config", str(config)], stdout=subprocess.PIPE,
-                               stderr=subprocess.STDOUT, text=True, env=cli_env(), stdin=subprocess.DEVNULL)
+    process = subprocess.Popen(
+        [console_script("ns-viewer"), "--load-config", str(config)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=cli_env(),
+        stdin=subprocess.DEVNULL,
+    )
     output = []
     watchdog = threading.Timer(timeout, process.kill)  # a silent hang ends the loop below instead of the test run
     watchdog.start()
@@ -110,7 +143,9 @@ def assert_ns_viewer_serves(config: Path, timeout: float = 240.0) -> None:
             output.append(line)
             if "Done loading checkpoint" in line:
                 break
-        assert any("Done loading checkpoint" in line for line in output), "ns-viewer did not load the checkpoint\n" + "".join(output)[-3000:]
+        assert any("Done loading checkpoint" in line for line in output), (
+            "ns-viewer did not load the checkpoint\n" + "".join(output)[-3000:]
+        )
         time.sleep(5.0)  # scene set-up and the first render happen next; a failure there ends the process
         assert process.poll() is None, "ns-viewer exited\n" + "".join(output)[-3000:] + process.stdout.read()[-3000:]
     finally:
@@ -119,7 +154,9 @@ def assert_ns_viewer_serves(config: Path, timeout: float = 240.0) -> None:
         process.wait()
 
 
-@pytest.mark.skipif(shutil.which("ffmpeg") is None, reason="ns-render camera-path needs ffmpeg on PATH (.ci/run installs Debian's)")
+@pytest.mark.skipif(
+    shutil.which("ffmpeg") is None, reason="ns-render camera-path needs ffmpeg on PATH (.ci/run installs Debian's)"
+)
 def test_ns_render_works_from_config_and_checkpoint_without_the_photos(capture, tmp_path):
     """Rendering a camera path needs the run folder, not the images: nerfstudio's inference mode reads
     none, and neither may the accel pipeline."""
@@ -129,11 +166,31 @@ def test_ns_render_works_from_config_and_checkpoint_without_the_photos(capture, 
     camera = trainer.pipeline.datamanager.train_dataset.cameras[0]
     height, width = int(camera.height), int(camera.width)
     pose = torch.cat([camera.camera_to_worlds, torch.tensor([[0.0, 0.0, 0.0, 1.0]])]).flatten().tolist()
-    view = {"camera_to_world": pose, "fov": math.degrees(2 * math.atan(height / (2 * float(camera.fy)))), "aspect": width / height}
-    path = {"camera_type": "perspective", "render_height": height, "render_width": width, "seconds": 1.0, "camera_path": [view, view]}
+    view = {
+        "camera_to_world": pose,
+        "fov": math.degrees(2 * math.atan(height / (2 * float(camera.fy)))),
+        "aspect": width / height,
+    }
+    path = {
+        "camera_type": "perspective",
+        "render_height": height,
+        "render_width": width,
+        "seconds": 1.0,
+        "camera_path": [view, view],
+    }
     (tmp_path / "camera_path.json").write_text(json.dumps(path))
-    code, output = run_tool("ns-render", "camera-path", "--load-config", trainer.base_dir / "config.yml", "--camera-path-filename",
-                            tmp_path / "camera_path.json", "--output-path", tmp_path / "frames", "--output-format", "images")
+    code, output = run_tool(
+        "ns-render",
+        "camera-path",
+        "--load-config",
+        trainer.base_dir / "config.yml",
+        "--camera-path-filename",
+        tmp_path / "camera_path.json",
+        "--output-path",
+        tmp_path / "frames",
+        "--output-format",
+        "images",
+    )
     assert code == 0, output[-3000:]
     assert len(list((tmp_path / "frames").glob("*.jpg"))) == 2, output[-3000:]
 
@@ -184,10 +241,17 @@ def test_config_yml_holds_the_background_the_data_decided(crashed_run):
     assert crashed_run.pipeline.model.background_mode == "white"
 
 
-@pytest.mark.parametrize("asked, data, trained_on, warned", [
-    ("auto", "rgb", "white", False), ("random", "rgb", "white", True), ("auto", "rgba", "random", False),
-])
-def test_the_background_follows_the_data_and_warns_only_when_asked_for(capture, tiny_scene, tmp_path, caplog, asked, data, trained_on, warned):
+@pytest.mark.parametrize(
+    "asked, data, trained_on, warned",
+    [
+        ("auto", "rgb", "white", False),
+        ("random", "rgb", "white", True),
+        ("auto", "rgba", "random", False),
+    ],
+)
+def test_the_background_follows_the_data_and_warns_only_when_asked_for(
+    capture, tiny_scene, tmp_path, caplog, asked, data, trained_on, warned
+):
     """Captures have no alpha: the default trains on white without a word; an explicit ``random`` says why
     it cannot apply; images with alpha train on random backgrounds."""
     with caplog.at_level(logging.WARNING):

@@ -50,31 +50,68 @@ def parse_arguments(argv: Optional[List[str]] = None) -> argparse.Namespace:
         description="Train nerfstudio methods for an equal training-time budget on one scene; write results.json, "
         "results.md and psnr_vs_time.png.",
     )
-    parser.add_argument("--data", type=Path, required=True, metavar="DIR", help="scene folder (Blender, nerfstudio or COLMAP format)")
+    parser.add_argument(
+        "--data", type=Path, required=True, metavar="DIR", help="scene folder (Blender, nerfstudio or COLMAP format)"
+    )
     parser.add_argument("--dataparser", choices=("auto", *DATAPARSERS), default="auto",
                         help="how to read --data; auto: blender-data if transforms_train.json is there, else nerfstudio-data "
                         "if transforms.json is, else colmap (a model in colmap/sparse/0, sparse/0 or sparse, photos in images/)")  # fmt: skip
     parser.add_argument("--methods", action="append", required=True, metavar="NAME[:FLAGS],...",
                         help="comma-separated methods, each with optional ns-train flags after ':', e.g. "
                         "accel-ngp,accel-ngp:--pipeline.hard-mining=False,nerfacto (repeatable)")  # fmt: skip
-    parser.add_argument("--budget-seconds", type=float, default=300.0, metavar="S", help="training time per run, evaluation excluded (default 300)")
-    parser.add_argument("--max-steps", type=int, metavar="N", help="also stop each run at this many steps (equal-steps comparisons)")
-    parser.add_argument("--eval-points", type=int, default=5, metavar="N", help="evaluations of the test split along the budget, the last at the end (default 5)")
+    parser.add_argument(
+        "--budget-seconds",
+        type=float,
+        default=300.0,
+        metavar="S",
+        help="training time per run, evaluation excluded (default 300)",
+    )
+    parser.add_argument(
+        "--max-steps", type=int, metavar="N", help="also stop each run at this many steps (equal-steps comparisons)"
+    )
+    parser.add_argument(
+        "--eval-points",
+        type=int,
+        default=5,
+        metavar="N",
+        help="evaluations of the test split along the budget, the last at the end (default 5)",
+    )
     parser.add_argument("--eval-views", type=int, metavar="N",
                         help="evaluations before the last score only N evenly spaced test views (faster on big splits); "
                         "the last scores every view (default: every view at every evaluation)")  # fmt: skip
-    parser.add_argument("--device", choices=("auto", "cpu", "cuda", "mps"), default="auto", help="auto: cuda when available, else cpu")
-    parser.add_argument("--downscale", type=float, default=1.0, metavar="F", help="image downscale factor, e.g. 4 trains lego at 100x100 (default 1)")
-    parser.add_argument("--repeats", type=int, default=1, metavar="N", help="runs per method (seeds seed, seed+1, ...); tables show median and min–max")
+    parser.add_argument(
+        "--device", choices=("auto", "cpu", "cuda", "mps"), default="auto", help="auto: cuda when available, else cpu"
+    )
+    parser.add_argument(
+        "--downscale",
+        type=float,
+        default=1.0,
+        metavar="F",
+        help="image downscale factor, e.g. 4 trains lego at 100x100 (default 1)",
+    )
+    parser.add_argument(
+        "--repeats",
+        type=int,
+        default=1,
+        metavar="N",
+        help="runs per method (seeds seed, seed+1, ...); tables show median and min–max",
+    )
     parser.add_argument("--seed", type=int, default=42, help="seed of the first repeat (default 42)")
-    parser.add_argument("--out", type=Path, required=True, metavar="DIR", help="folder for the results and the per-run logs")
+    parser.add_argument(
+        "--out", type=Path, required=True, metavar="DIR", help="folder for the results and the per-run logs"
+    )
     parser.add_argument("--overwrite", action="store_true", help="replace results already in --out")
     args = parser.parse_args(argv)
     if not args.budget_seconds > 0:
         parser.error(f"--budget-seconds must be positive, got {args.budget_seconds:g}")
     if not args.downscale >= 1:
         parser.error(f"--downscale must be at least 1 (it divides the image size), got {args.downscale:g}")
-    for name, value in (("--max-steps", args.max_steps), ("--eval-points", args.eval_points), ("--eval-views", args.eval_views), ("--repeats", args.repeats)):
+    for name, value in (
+        ("--max-steps", args.max_steps),
+        ("--eval-points", args.eval_points),
+        ("--eval-views", args.eval_views),
+        ("--repeats", args.repeats),
+    ):
         if value is not None and value < 1:
             parser.error(f"{name} must be at least 1, got {value}")
     return args
@@ -98,7 +135,9 @@ def _resolve_device(requested: str) -> str:
     if requested == "auto":
         return "cuda" if torch.cuda.is_available() else "cpu"
     if requested == "cuda" and not torch.cuda.is_available():
-        raise BenchError("--device cuda, but torch sees no CUDA device; use --device cpu or a CUDA build of torch on a GPU machine")
+        raise BenchError(
+            "--device cuda, but torch sees no CUDA device; use --device cpu or a CUDA build of torch on a GPU machine"
+        )
     if requested == "mps" and not torch.backends.mps.is_available():
         raise BenchError("--device mps, but torch reports MPS unavailable; use --device cpu")
     return requested
@@ -140,7 +179,9 @@ def prepare(args: argparse.Namespace, argv: List[str]) -> Plan:
     specs = parse_methods(args.methods)
     existing = [name for name in OUTPUT_FILES if (args.out / name).exists()]
     if existing and not args.overwrite:
-        raise BenchError(f"{args.out} already holds {existing[0]}; pass --overwrite to replace it or choose another --out")
+        raise BenchError(
+            f"{args.out} already holds {existing[0]}; pass --overwrite to replace it or choose another --out"
+        )
     unsupported = {}
     for spec in specs:  # builds every config now, so a bad flag stops the bench before any training
         config = build_config(spec, args.data, dataparser, args.downscale, device, args.seed, args.out)
@@ -168,7 +209,11 @@ def run_worker(request: Dict, log_path: Path, on_event: Callable[[Dict], None]) 
             raise
     if outcome is not None and outcome["event"] == "done":
         return {"status": "ok", **outcome["result"]}
-    reason = outcome["reason"] if outcome is not None else f"the run's process exited with code {process.returncode} before reporting"
+    reason = (
+        outcome["reason"]
+        if outcome is not None
+        else f"the run's process exited with code {process.returncode} before reporting"
+    )
     return {"status": "failed", "reason": reason}
 
 
@@ -194,7 +239,9 @@ class _RunProgress:
             elif event["event"] == "eval":
                 views = event.get("views", 0), event.get("views_total", 0)
                 scored = f" ({views[0]} of {views[1]} views)" if views[0] < views[1] else ""
-                self.progress.console.print(f"{title}: {event['seconds']:7.1f} s, step {event['step']:6d}, test PSNR {event['psnr']:.2f} dB{scored}")
+                self.progress.console.print(
+                    f"{title}: {event['seconds']:7.1f} s, step {event['step']:6d}, test PSNR {event['psnr']:.2f} dB{scored}"
+                )
 
         self.task, self.title = task, title
         return on_event
@@ -203,7 +250,11 @@ class _RunProgress:
         """Fill the bar of the run that just ended and say so."""
         self.finished_seconds += self.budget
         self.progress.update(self.overall, completed=self.finished_seconds)
-        self.progress.update(self.task, completed=self.budget, description=f"{self.title}: {'done' if run['status'] == 'ok' else 'failed'}")
+        self.progress.update(
+            self.task,
+            completed=self.budget,
+            description=f"{self.title}: {'done' if run['status'] == 'ok' else 'failed'}",
+        )
 
 
 def execute(plan: Plan) -> int:
@@ -214,7 +265,12 @@ def execute(plan: Plan) -> int:
 
     args = plan.args
     (args.out / "logs").mkdir(parents=True, exist_ok=True)
-    columns = (TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed:>6.0f} / {task.total:.0f} s"), TimeElapsedColumn())
+    columns = (
+        TextColumn("{task.description}"),
+        BarColumn(),
+        TextColumn("{task.completed:>6.0f} / {task.total:.0f} s"),
+        TimeElapsedColumn(),
+    )
     entries: List[Dict] = []
     with Progress(*columns, console=Console(stderr=True, soft_wrap=True, highlight=False)) as progress:
         console = progress.console
@@ -237,7 +293,14 @@ def execute(plan: Plan) -> int:
                     "max_steps": args.max_steps, "eval_points": args.eval_points, "eval_views": args.eval_views,
                 }  # fmt: skip
                 outcome = run_worker(request, log_path, bars.start(title))
-                runs.append({"repeat": repeat + 1, "seed": request["seed"], "log": str(log_path.relative_to(args.out)), **outcome})
+                runs.append(
+                    {
+                        "repeat": repeat + 1,
+                        "seed": request["seed"],
+                        "log": str(log_path.relative_to(args.out)),
+                        **outcome,
+                    }
+                )
                 bars.finish(outcome)
                 if outcome["status"] != "ok":
                     console.print(f"[red]{title}[/]: failed: {outcome['reason']} (log: {log_path})")

@@ -106,7 +106,9 @@ def resolve_dataparser(data: Path, requested: str) -> str:
     needed = ("transforms_train.json", "transforms_test.json") if requested == "blender-data" else ("transforms.json",)
     missing = [name for name in needed if not (data / name).is_file()]
     if missing:
-        raise BenchError(f"{data} has no {missing[0]}, which --dataparser {requested} reads; check --data or --dataparser")
+        raise BenchError(
+            f"{data} has no {missing[0]}, which --dataparser {requested} reads; check --data or --dataparser"
+        )
     return requested
 
 
@@ -216,11 +218,19 @@ def build_config(
     try:
         with contextlib.redirect_stderr(captured), contextlib.redirect_stdout(captured):
             return build_trainer_config(
-                all_methods[spec.name], data, device, flags=spec.flags, output_dir=output_dir, eval_split="test",
-                configure=set_for_the_bench, resolve=resolve,
+                all_methods[spec.name],
+                data,
+                device,
+                flags=spec.flags,
+                output_dir=output_dir,
+                eval_split="test",
+                configure=set_for_the_bench,
+                resolve=resolve,
             )
     except SystemExit:  # tyro's answer to a bad flag
-        raise BenchError(f"{spec.label}: {_tyro_error_line(captured.getvalue())} (ns-train {spec.name} --help lists the flags)") from None
+        raise BenchError(
+            f"{spec.label}: {_tyro_error_line(captured.getvalue())} (ns-train {spec.name} --help lists the flags)"
+        ) from None
 
 
 def unsupported_reason(config, device: str) -> Optional[str]:

@@ -52,13 +52,19 @@ def summarize_method(spec: MethodSpec, scene: str, runs: List[Dict], unsupported
         return {**entry, "status": "failed", "reason": runs[-1]["reason"] if runs else "did not run", "runs": runs}
     entry["status"] = "ok"
     if len(good) < len(runs):
-        entry["reason"] = f"{len(runs) - len(good)} of {len(runs)} repeats failed: {next(r['reason'] for r in runs if r['status'] != 'ok')}"
+        entry["reason"] = (
+            f"{len(runs) - len(good)} of {len(runs)} repeats failed: {next(r['reason'] for r in runs if r['status'] != 'ok')}"
+        )
     entry["results"] = {key: statistics.median(run["results"][key] for run in good) for key in good[0]["results"]}
     entry["summary"] = {
-        key: _spread([run[key] for run in good]) for key in SUMMARY_KEYS if all(run.get(key) is not None for run in good)
+        key: _spread([run[key] for run in good])
+        for key in SUMMARY_KEYS
+        if all(run.get(key) is not None for run in good)
     }
     scored = ("psnr", "ssim", "lpips", "num_samples_per_ray")
-    entry["summary"].update({key: _spread([run["results"][key] for run in good]) for key in scored if key in entry["results"]})
+    entry["summary"].update(
+        {key: _spread([run["results"][key] for run in good]) for key in scored if key in entry["results"]}
+    )
     entry["peak_memory_kind"] = good[0]["peak_memory_kind"]
     entry["curve"] = _median_curve([run["curve"] for run in good])
     entry["runs"] = runs
@@ -86,7 +92,11 @@ def _percent_cell(summary: Dict, key: str) -> str:
 def _views_note(point: Dict) -> str:
     """``", psnr on 5 of 20 views"`` for a curve point that scored part of the test split, else ``""``."""
     views, total = point.get("views"), point.get("views_total")
-    return f", psnr on {views:.0f} of {total:.0f} views" if views is not None and total is not None and views < total else ""
+    return (
+        f", psnr on {views:.0f} of {total:.0f} views"
+        if views is not None and total is not None and views < total
+        else ""
+    )
 
 
 def markdown_table(meta: Dict, methods: Sequence[Dict]) -> str:
@@ -105,7 +115,11 @@ def markdown_table(meta: Dict, methods: Sequence[Dict]) -> str:
         f"{meta['threads']} CPU threads. Each method first trains one untimed warm-up step (lazy CUDA loads and "
         "compiles), and evaluation time is not counted in the budget; metrics are means over "
         "every view of the test split, RGBA targets composited over white"
-        + (f" (evaluations before the last score {eval_views} evenly spaced test view{'s' if eval_views > 1 else ''}, --eval-views)." if eval_views else ".")
+        + (
+            f" (evaluations before the last score {eval_views} evenly spaced test view{'s' if eval_views > 1 else ''}, --eval-views)."
+            if eval_views
+            else "."
+        )
         + " Training rays/s and samples/step are training figures; samples/ray is the final evaluation's;"
         " input stall is the mean share of a step spent waiting for its batch (accel methods only)."
         + (f" Values are medians over {repeats} repeats, (min–max) beside them." if repeats > 1 else ""),
@@ -119,7 +133,9 @@ def markdown_table(meta: Dict, methods: Sequence[Dict]) -> str:
         if method["status"] != "ok":
             note = f"{method['status']}: {note}"
         elif "peak_memory_kind" in method:
-            note = (note + "; " if note else "") + ("CUDA max allocated" if method["peak_memory_kind"] == "cuda_max_allocated" else "process peak RSS")
+            note = (note + "; " if note else "") + (
+                "CUDA max allocated" if method["peak_memory_kind"] == "cuda_max_allocated" else "process peak RSS"
+            )
             skipped_steps = summary.get("skipped_steps", {}).get("median", 0)
             if skipped_steps:
                 note += f"; {skipped_steps:.0f} non-finite steps skipped"
@@ -132,12 +148,18 @@ def markdown_table(meta: Dict, methods: Sequence[Dict]) -> str:
         lines.append(f"| `{method['method_name']}` | " + " | ".join(cells) + f" | {note} |")
     curves = [method for method in methods if method.get("curve")]
     if curves:
-        lines += ["", "PSNR (dB) against training time (s), step in brackets, and the test views scored where not all:", ""]
+        lines += [
+            "",
+            "PSNR (dB) against training time (s), step in brackets, and the test views scored where not all:",
+            "",
+        ]
         width = max(len(method["curve"]) for method in curves)
         lines.append("| method | " + " | ".join(f"point {index + 1}" for index in range(width)) + " |")
         lines.append("|---|" + "---:|" * width)
         for method in curves:
-            points = [f"{p['psnr']:.2f} @ {p['seconds']:.0f} s ({p['step']:.0f}){_views_note(p)}" for p in method["curve"]]
+            points = [
+                f"{p['psnr']:.2f} @ {p['seconds']:.0f} s ({p['step']:.0f}){_views_note(p)}" for p in method["curve"]
+            ]
             lines.append(f"| `{method['method_name']}` | " + " | ".join(points + [""] * (width - len(points))) + " |")
     lines += ["", "![PSNR against training time](psnr_vs_time.png)", ""]
     return "\n".join(lines)
@@ -158,7 +180,13 @@ def plot_psnr_vs_time(meta: Dict, methods: Sequence[Dict], path: Path) -> None:
         seconds = [point["seconds"] for point in curve]
         line = axes.plot(seconds, [point["psnr"] for point in curve], marker="o", label=method["method_name"])[0]
         if meta["repeats"] > 1:
-            axes.fill_between(seconds, [p["psnr_min"] for p in curve], [p["psnr_max"] for p in curve], color=line.get_color(), alpha=0.2)
+            axes.fill_between(
+                seconds,
+                [p["psnr_min"] for p in curve],
+                [p["psnr_max"] for p in curve],
+                color=line.get_color(),
+                alpha=0.2,
+            )
     skipped = [method["method_name"] for method in methods if method["status"] != "ok"]
     axes.set_xlabel("training time (s, evaluation excluded)")
     axes.set_ylabel("test PSNR (dB)")

@@ -51,7 +51,13 @@ def run(request: Dict, emit: Callable[..., None]) -> Dict:
     spec = MethodSpec.parse(request["label"])
     with tempfile.TemporaryDirectory(prefix="ns-accel-bench-") as scratch:
         config = build_config(
-            spec, Path(request["data"]), request["dataparser"], request["downscale"], request["device"], request["seed"], Path(scratch),
+            spec,
+            Path(request["data"]),
+            request["dataparser"],
+            request["downscale"],
+            request["device"],
+            request["seed"],
+            Path(scratch),
             resolve=True,
         )
         _seed_everything(request["seed"])
@@ -71,7 +77,9 @@ def run(request: Dict, emit: Callable[..., None]) -> Dict:
         def evaluate(final: bool) -> Dict[str, float]:
             """Every test view at the end; before it, ``eval_views`` evenly spaced ones when the request says so."""
             emit(event="evaluating")
-            views = evenly_spaced_views(None if final else request.get("eval_views"), len(pipeline.datamanager.eval_dataset))
+            views = evenly_spaced_views(
+                None if final else request.get("eval_views"), len(pipeline.datamanager.eval_dataset)
+            )
             return evaluate_views(pipeline, final_scorer if final else psnr_and_ssim, views=views)
 
         budget_run = train_for_budget(
@@ -80,7 +88,9 @@ def run(request: Dict, emit: Callable[..., None]) -> Dict:
             max_steps=request["max_steps"],
             eval_points=request["eval_points"],
             evaluate=evaluate,
-            on_eval=lambda point: emit(event="eval", **{key: point[key] for key in ("seconds", "step", "psnr", "views", "views_total")}),
+            on_eval=lambda point: emit(
+                event="eval", **{key: point[key] for key in ("seconds", "step", "psnr", "views", "views_total")}
+            ),
             on_step=on_step,
             tracked=TRACKED_METRICS,
         )
@@ -99,7 +109,11 @@ def run(request: Dict, emit: Callable[..., None]) -> Dict:
         "peak_memory_kind": budget_run.peak_memory_kind,
         "graph_mb": graph_bytes / 2**20,
         **budget_run.tracked_means,
-        "results": {key: value for key, value in final.items() if key not in ("seconds", "step", "views", "views_total", *TRACKED_METRICS)},
+        "results": {
+            key: value
+            for key, value in final.items()
+            if key not in ("seconds", "step", "views", "views_total", *TRACKED_METRICS)
+        },
         "curve": [{key: point[key] for key in curve_keys if key in point} for point in budget_run.curve],
     }
 

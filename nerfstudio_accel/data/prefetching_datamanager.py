@@ -34,12 +34,20 @@ from typing import Any, Callable, Dict, Iterator, Optional, Tuple, Type
 import torch
 from nerfstudio.cameras.cameras import CameraType
 from nerfstudio.cameras.rays import RayBundle
-from nerfstudio.data.datamanagers.base_datamanager import VanillaDataManager, VanillaDataManagerConfig, variable_res_collate
+from nerfstudio.data.datamanagers.base_datamanager import (
+    VanillaDataManager,
+    VanillaDataManagerConfig,
+    variable_res_collate,
+)
 from nerfstudio.data.datasets.base_dataset import InputDataset
 from torch import Tensor
 
+from nerfstudio_accel.data.seeded_pixel_sampler import (
+    SeededPatchPixelSamplerConfig,
+    SeededPixelSampler,
+    SeededPixelSamplerConfig,
+)
 from nerfstudio_accel.errors import ConfigError
-from nerfstudio_accel.data.seeded_pixel_sampler import SeededPatchPixelSamplerConfig, SeededPixelSampler, SeededPixelSamplerConfig
 
 Batch = Tuple[RayBundle, Dict[str, Any]]
 
@@ -157,7 +165,9 @@ class AccelDataManager(VanillaDataManager):
 
     def __init__(self, config: AccelDataManagerConfig, *args, **kwargs) -> None:
         if config.prefetch_batches < 0:
-            raise ConfigError(f"--pipeline.datamanager.prefetch-batches must be 0 or more, got {config.prefetch_batches}")
+            raise ConfigError(
+                f"--pipeline.datamanager.prefetch-batches must be 0 or more, got {config.prefetch_batches}"
+            )
         super().__init__(config, *args, **kwargs)
         self._prefetcher: Optional[BatchPrefetcher] = None
         self.last_wait_seconds = 0.0
@@ -170,13 +180,21 @@ class AccelDataManager(VanillaDataManager):
         own pixel sampler's), else the configured sampler with the cameras' equirectangular or fisheye
         sampling. Told how the images reach it: stacked, or as lists of different sizes (nerfstudio's
         ``variable_res_collate``), and how many images each image batch holds."""
-        cached = self.config.train_num_images_to_sample_from if dataset is self.train_dataset else self.config.eval_num_images_to_sample_from
+        cached = (
+            self.config.train_num_images_to_sample_from
+            if dataset is self.train_dataset
+            else self.config.eval_num_images_to_sample_from
+        )
         layout = {
             "variable_resolution": self.config.collate_fn is variable_res_collate,
-            "images_per_batch": len(dataset) if cached == -1 or cached >= len(dataset) else cached,  # as CacheDataloader
+            "images_per_batch": len(dataset)
+            if cached == -1 or cached >= len(dataset)
+            else cached,  # as CacheDataloader
         }
         if self.config.patch_size > 1:
-            return SeededPatchPixelSamplerConfig(patch_size=self.config.patch_size).setup(num_rays_per_batch=num_rays_per_batch, **layout)
+            return SeededPatchPixelSamplerConfig(patch_size=self.config.patch_size).setup(
+                num_rays_per_batch=num_rays_per_batch, **layout
+            )
         cameras = dataset.cameras
         return self.config.pixel_sampler.setup(
             num_rays_per_batch=num_rays_per_batch,
@@ -200,7 +218,12 @@ class AccelDataManager(VanillaDataManager):
         batch = self.train_pixel_sampler.sample(image_batch)
         device = torch.device(self.device)
         if device.type == "cuda" and self.config.prefetch_batches > 0:
-            batch = {key: value.pin_memory().to(device, non_blocking=True) if isinstance(value, Tensor) and not value.is_cuda else value for key, value in batch.items()}
+            batch = {
+                key: value.pin_memory().to(device, non_blocking=True)
+                if isinstance(value, Tensor) and not value.is_cuda
+                else value
+                for key, value in batch.items()
+            }
         return self.train_ray_generator(batch["indices"]), batch
 
     def next_train(self, step: int) -> Batch:
@@ -211,7 +234,9 @@ class AccelDataManager(VanillaDataManager):
             ray_bundle, batch = self._prepare_train_batch()
         else:
             if self._prefetcher is None:
-                self._prefetcher = BatchPrefetcher(self._prepare_train_batch, self.config.prefetch_batches, torch.device(self.device))
+                self._prefetcher = BatchPrefetcher(
+                    self._prepare_train_batch, self.config.prefetch_batches, torch.device(self.device)
+                )
             ray_bundle, batch = self._prefetcher.next()
         self.last_wait_seconds = time.perf_counter() - started
         return ray_bundle, batch

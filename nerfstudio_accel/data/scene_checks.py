@@ -131,10 +131,10 @@ def _load_transforms(transforms_path: Path) -> Tuple[dict, List[dict]]:
         raise SceneDataError(f"{transforms_path} is not valid JSON ({error.msg} at line {error.lineno})") from None
     frames = meta.get("frames") if isinstance(meta, dict) else None
     if not frames:
-        raise SceneDataError(f"{transforms_path} lists no frames; add a non-empty \"frames\" list")
+        raise SceneDataError(f'{transforms_path} lists no frames; add a non-empty "frames" list')
     for index, frame in enumerate(frames):
         if not isinstance(frame, dict) or "file_path" not in frame or "transform_matrix" not in frame:
-            raise SceneDataError(f"{transforms_path}: frame {index} needs \"file_path\" and \"transform_matrix\"")
+            raise SceneDataError(f'{transforms_path}: frame {index} needs "file_path" and "transform_matrix"')
     return meta, frames
 
 
@@ -155,7 +155,9 @@ def _check_images(paths: Iterable[Path], listed_in: Path, same_size: bool = Fals
                 size = image.size
                 image.verify()
         except Exception as error:
-            raise SceneDataError(f"image {path} cannot be decoded ({type(error).__name__}: {error}); replace or remove it") from None
+            raise SceneDataError(
+                f"image {path} cannot be decoded ({type(error).__name__}: {error}); replace or remove it"
+            ) from None
         first_size = first_size or size
         if same_size and size != first_size:
             raise SceneDataError(
@@ -282,13 +284,17 @@ def _check_colmap_scene(
     """:func:`check_colmap_scene`'s checks; returns the images the model registers, in image id order."""
     data, colmap_path, images_path = Path(data), Path(colmap_path), Path(images_path)
     if not data.is_dir():
-        raise SceneDataError(f"scene folder {data} does not exist; pass --data <folder with {images_path}/ and {colmap_path}/>")
+        raise SceneDataError(
+            f"scene folder {data} does not exist; pass --data <folder with {images_path}/ and {colmap_path}/>"
+        )
     model = data / colmap_path
     ext = colmap_model_format(model)
     if ext is None:
         raise SceneDataError(_no_colmap_model_message(data, colmap_path, model))
     if not (model / f"images{ext}").is_file():
-        raise SceneDataError(f"{model} has cameras{ext} but no images{ext}, which the colmap parser reads; rerun COLMAP's mapper")
+        raise SceneDataError(
+            f"{model} has cameras{ext} but no images{ext}, which the colmap parser reads; rerun COLMAP's mapper"
+        )
     if load_3D_points and not any((model / f"points3D{suffix}").is_file() for suffix in (".bin", ".txt")):
         raise SceneDataError(
             f"{model} has cameras{ext} but no points3D.bin or points3D.txt, which the colmap parser reads; "

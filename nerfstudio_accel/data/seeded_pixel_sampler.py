@@ -45,7 +45,9 @@ class SeededPixelSampler(PixelSampler):
 
     config: SeededPixelSamplerConfig
 
-    def __init__(self, config: PixelSamplerConfig, variable_resolution: bool = False, images_per_batch: int = 1, **kwargs) -> None:
+    def __init__(
+        self, config: PixelSamplerConfig, variable_resolution: bool = False, images_per_batch: int = 1, **kwargs
+    ) -> None:
         self.variable_resolution = variable_resolution
         self.images_per_batch = images_per_batch
         self.generator = torch.Generator().manual_seed(int(torch.randint(0, 2**62, (1,))))
@@ -69,7 +71,9 @@ class SeededPixelSampler(PixelSampler):
         """``size`` uniform draws in [0, 1) from :attr:`generator`, on the CPU."""
         return torch.rand(size, generator=self.generator)
 
-    def _uniform_pixels(self, count: int, num_images: int, image_height: int, image_width: int) -> Int[Tensor, "count 3"]:
+    def _uniform_pixels(
+        self, count: int, num_images: int, image_height: int, image_width: int
+    ) -> Int[Tensor, "count 3"]:
         """``(count, 3)`` pixels ``(image, row, column)`` drawn uniformly, on the CPU."""
         return (self._uniform((count, 3)) * torch.tensor([num_images, image_height, image_width])).long()
 
@@ -101,12 +105,16 @@ class SeededPixelSampler(PixelSampler):
             if redraw == 0:
                 return indices.to(device)
             indices[outside] = self._uniform_pixels(redraw, num_images, image_height, image_width)
-        warnings.warn("masked sampling failed (the mask is empty or mostly empty); drawing pixels by index from now on "
-                      "(--pipeline.datamanager.pixel-sampler.rejection-sample-mask False skips the attempts)")
+        warnings.warn(
+            "masked sampling failed (the mask is empty or mostly empty); drawing pixels by index from now on "
+            "(--pipeline.datamanager.pixel-sampler.rejection-sample-mask False skips the attempts)"
+        )
         self.config.rejection_sample_mask = False
         return self._pixels_by_index(keeps, num_samples).to(device)
 
-    def _pixels_in_mask(self, mask: Shaped[Tensor, "num_images H W"], count: int, device: Device) -> Int[Tensor, "count 3"]:
+    def _pixels_in_mask(
+        self, mask: Shaped[Tensor, "num_images H W"], count: int, device: Device
+    ) -> Int[Tensor, "count 3"]:
         """``(count, 3)`` pixels among those ``mask`` keeps, by rejection or by index as configured."""
         if self.config.rejection_sample_mask:
             num_images, image_height, image_width = mask.shape

@@ -19,9 +19,7 @@ CORNER_BITS = torch.tensor(list(itertools.product((0, 1), repeat=3)), dtype=torc
 """``(8, 3)``: per corner, 0 or 1 along x, y, z (corner ``c`` has x = bit 0 of ``c``, y = bit 1, z = bit 2)."""
 
 
-def corner_rows(
-    vertex: Int[Tensor, "n 8 3"], layout: HashGridLayout, level: int
-) -> Int[Tensor, "n 8"]:
+def corner_rows(vertex: Int[Tensor, "n 8 3"], layout: HashGridLayout, level: int) -> Int[Tensor, "n 8"]:
     """Table rows (within ``level``) of integer vertex coordinates: dense or hashed, modulo the level size."""
     entries = layout.level_entries(level)
     if layout.level_is_dense(level):

@@ -44,7 +44,10 @@ def build_trainer_config(
     datamanager = config.pipeline.datamanager
     if dataparser is not None:
         datamanager.dataparser = copy.deepcopy(dataparser)
-    datamanager.data, datamanager.dataparser.data = Path(data), Path(data)  # ns-train's --data, as its datamanager passes it on
+    datamanager.data, datamanager.dataparser.data = (
+        Path(data),
+        Path(data),
+    )  # ns-train's --data, as its datamanager passes it on
     config.machine.device_type = device
     config.vis = "tensorboard"
     config.output_dir = Path(output_dir)

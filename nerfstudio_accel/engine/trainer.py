@@ -178,7 +178,9 @@ class AccelTrainer(Trainer):
             # rank 0's viewer would keep it running after training while the other ranks wait at the
             # launcher's final barrier, which times out after 30 minutes and takes the job down
             config.viewer.quit_on_train_completion = True
-            CONSOLE.print("Multi-GPU training: the viewer closes when training completes (--viewer.quit-on-train-completion)")
+            CONSOLE.print(
+                "Multi-GPU training: the viewer closes when training completes (--viewer.quit-on-train-completion)"
+            )
         with one_line_exit():
             config.pipeline.model.require_resolved()
         super().__init__(config, local_rank, world_size)
@@ -216,8 +218,13 @@ class AccelTrainer(Trainer):
         super()._init_viewer_state()
         stats = TrainingStats(max_steps=self.config.max_num_iterations + self._start_step, precision=self.precision)
         self.training_viewer = TrainingViewer.attach(
-            self.viewer_state, self.pipeline, self.autocast_device, self.config.viewer_opens_at_training_camera,
-            self.config.accel_panel_every, stats, self.train_lock,
+            self.viewer_state,
+            self.pipeline,
+            self.autocast_device,
+            self.config.viewer_opens_at_training_camera,
+            self.config.accel_panel_every,
+            stats,
+            self.train_lock,
         )
 
     @property
@@ -260,14 +267,18 @@ class AccelTrainer(Trainer):
         with self.autocast():
             _, loss_dict, metrics_dict = self.pipeline.get_train_loss_dict(step=step, timed=logged)
         loss = functools.reduce(torch.add, [value.float() for value in loss_dict.values()])
-        scaled = self.grad_scaler.scale(loss)  # on every rank, graph or not: the scaler's state starts at the first call
+        scaled = self.grad_scaler.scale(
+            loss
+        )  # on every rank, graph or not: the scaler's state starts at the first call
         if loss.requires_grad:  # a step with no sample to learn from (e.g. every ray misses) has no graph
             scaled.backward()
         losses_finite = self._share_gradients(loss, groups)
 
         stepping = [
-            g for g in groups
-            if step % accumulation[g] == accumulation[g] - 1 and any(p.grad is not None for p in self.optimizers.parameters[g])
+            g
+            for g in groups
+            if step % accumulation[g] == accumulation[g] - 1
+            and any(p.grad is not None for p in self.optimizers.parameters[g])
         ]
         for group in stepping:
             self.grad_scaler.unscale_(self.optimizers.optimizers[group])
@@ -326,7 +337,9 @@ class AccelTrainer(Trainer):
     def _on_skipped_step(self, step: int) -> None:
         last = str(self.last_checkpoint) if self.last_checkpoint is not None else "none saved yet"
         if distributed.rank() == 0:  # every rank skips the same steps (they agree in the gradient all-reduce)
-            CONSOLE.print(f"[yellow]step {step}: non-finite loss or gradients, step skipped ({self.consecutive_skips} in a row)")
+            CONSOLE.print(
+                f"[yellow]step {step}: non-finite loss or gradients, step skipped ({self.consecutive_skips} in a row)"
+            )
         if self.consecutive_skips >= self.config.max_consecutive_skips:
             raise TrainingStopped(
                 f"error: training stopped at step {step} after {self.consecutive_skips} consecutive steps with "
@@ -412,7 +425,9 @@ class AccelTrainer(Trainer):
         """The checkpoint's loss-scaler state; a run without loss scaling saved none (an empty dict), so a
         resume with fp16 starts a fresh scaler, and a resume without loss scaling ignores a saved one."""
         if self.use_grad_scaler and not scaler_state:
-            CONSOLE.print("The checkpoint has no loss-scaler state (it trained without loss scaling): starting a fresh scaler.")
+            CONSOLE.print(
+                "The checkpoint has no loss-scaler state (it trained without loss scaling): starting a fresh scaler."
+            )
             return
         self.grad_scaler.load_state_dict(scaler_state)
 

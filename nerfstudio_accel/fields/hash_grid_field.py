@@ -28,7 +28,9 @@ MAX_LOG_DENSITY = 60.0
 FieldImplementation = Literal["auto", "tcnn", "torch"]
 
 
-def grid_coordinates(positions: Float[Tensor, "n 3"], aabb: Float[Tensor, "2 3"], contract: bool) -> Float[Tensor, "n 3"]:
+def grid_coordinates(
+    positions: Float[Tensor, "n 3"], aabb: Float[Tensor, "2 3"], contract: bool
+) -> Float[Tensor, "n 3"]:
     """World positions to hash-grid coordinates in ``[0, 1]^3``. ``contract``: the box maps to the central
     ``[1/4, 3/4]^3`` and everything outside it into the shell around, by inf-norm scene contraction
     (``x -> (2 - 1/|x|) x/|x|`` for ``|x| > 1`` in box units); otherwise positions are clamped to the box."""
@@ -95,7 +97,9 @@ class HashGridField(nn.Module):
         if self.appearance is not None:
             nn.init.normal_(self.appearance.weight, std=0.01)
         self.color_mlp = MLP(
-            in_dim=self.direction_encoding.get_out_dim() + geo_feat_dim + (appearance_dim if self.appearance is not None else 0),
+            in_dim=self.direction_encoding.get_out_dim()
+            + geo_feat_dim
+            + (appearance_dim if self.appearance is not None else 0),
             num_layers=num_layers_color + 1,
             layer_width=hidden_dim_color,
             out_dim=3,

@@ -66,7 +66,9 @@ def kernel_unavailable_reason(device_type: str) -> str:
         candidate = table.clone().requires_grad_(True)
         try:
             if fused:
-                values = FusedHashEncoding.apply(points, candidate, layout.level_tensors(points.device), layout.features_per_level)
+                values = FusedHashEncoding.apply(
+                    points, candidate, layout.level_tensors(points.device), layout.features_per_level
+                )
             else:
                 values = encode_torch(points, candidate, layout)
             values.square().sum().backward()
@@ -163,7 +165,9 @@ def runnable_hash_backend(backend: str, device_type: str) -> ResolvedHashBackend
     if not reason:
         return backend  # type: ignore[return-value]
     fallback = resolve_hash_backend("auto", device_type)
-    logger.warning("hash backend %s cannot run on %s here (%s); encoding with %s instead", backend, device_type, reason, fallback)
+    logger.warning(
+        "hash backend %s cannot run on %s here (%s); encoding with %s instead", backend, device_type, reason, fallback
+    )
     return fallback
 
 
@@ -230,7 +234,9 @@ def check_sampler_backend(backend: str, device_type: str) -> None:
     """Raise :class:`BackendUnavailable` (one line with the fix) when ``backend`` cannot run on ``device_type`` here."""
     reason = sampler_backend_unavailable_reason(backend, device_type)
     if reason:
-        raise BackendUnavailable(f"sampler backend '{backend}' cannot run here ({reason}); use --pipeline.model.sampler-backend torch")
+        raise BackendUnavailable(
+            f"sampler backend '{backend}' cannot run here ({reason}); use --pipeline.model.sampler-backend torch"
+        )
 
 
 def resolve_sampler_backend(requested: str, device_type: str) -> ResolvedSamplerBackend:
@@ -255,5 +261,11 @@ def runnable_sampler_backend(requested: str, device_type: str) -> ResolvedSample
     if not reason:
         return resolve_sampler_backend(requested, device_type)
     fallback = resolve_sampler_backend("auto", device_type)
-    logger.warning("sampler backend %s cannot run on %s here (%s); marching with %s instead", requested, device_type, reason, fallback)
+    logger.warning(
+        "sampler backend %s cannot run on %s here (%s); marching with %s instead",
+        requested,
+        device_type,
+        reason,
+        fallback,
+    )
     return fallback

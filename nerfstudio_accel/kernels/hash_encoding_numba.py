@@ -86,7 +86,9 @@ def level_kernels(features: int) -> LevelKernels:
                 for corner in range(8):
                     bx, by, bz = corner & 1, (corner >> 1) & 1, (corner >> 2) & 1
                     weight = _weight(bx, fx) * _weight(by, fy) * _weight(bz, fz)
-                    row = start + _corner_row(gx + bx, gy + by, gz + bz, resolution, entries, is_dense, prime_x, prime_y, prime_z)
+                    row = start + _corner_row(
+                        gx + bx, gy + by, gz + bz, resolution, entries, is_dense, prime_x, prime_y, prime_z
+                    )
                     for f in range(features):
                         out[i, level * features + f] += weight * table[row, f]
 
@@ -103,7 +105,9 @@ def level_kernels(features: int) -> LevelKernels:
                 for corner in range(8):
                     bx, by, bz = corner & 1, (corner >> 1) & 1, (corner >> 2) & 1
                     weight = _weight(bx, fx) * _weight(by, fy) * _weight(bz, fz)
-                    row = start + _corner_row(gx + bx, gy + by, gz + bz, resolution, entries, is_dense, prime_x, prime_y, prime_z)
+                    row = start + _corner_row(
+                        gx + bx, gy + by, gz + bz, resolution, entries, is_dense, prime_x, prime_y, prime_z
+                    )
                     for f in range(features):
                         grad_table[row, f] += weight * grad_out[i, level * features + f]
 
@@ -121,7 +125,9 @@ def level_kernels(features: int) -> LevelKernels:
                 for corner in range(8):
                     bx, by, bz = corner & 1, (corner >> 1) & 1, (corner >> 2) & 1
                     wx, wy, wz = _weight(bx, fx), _weight(by, fy), _weight(bz, fz)
-                    row = start + _corner_row(gx + bx, gy + by, gz + bz, resolution, entries, is_dense, prime_x, prime_y, prime_z)
+                    row = start + _corner_row(
+                        gx + bx, gy + by, gz + bz, resolution, entries, is_dense, prime_x, prime_y, prime_z
+                    )
                     along = np.float32(0.0)
                     for f in range(features):
                         along += table[row, f] * grad_out[i, level * features + f]

@@ -72,7 +72,9 @@ def _forward_kernel(
             wx = fx if corner & 1 else 1.0 - fx
             wy = fy if corner & 2 else 1.0 - fy
             wz = fz if corner & 4 else 1.0 - fz
-            row = start + _corner_row(gx + (corner & 1), gy + ((corner >> 1) & 1), gz + (corner >> 2), resolution, entries, dense)
+            row = start + _corner_row(
+                gx + (corner & 1), gy + ((corner >> 1) & 1), gz + (corner >> 2), resolution, entries, dense
+            )
             values = tl.load(table_ptr + row[:, None] * FEATURES + feature[None, :], mask=mask[:, None], other=0.0)
             acc += (wx * wy * wz)[:, None] * values
         column = level * FEATURES + feature
@@ -109,9 +111,13 @@ def _backward_kernel(
             wx = fx if corner & 1 else 1.0 - fx
             wy = fy if corner & 2 else 1.0 - fy
             wz = fz if corner & 4 else 1.0 - fz
-            row = start + _corner_row(gx + (corner & 1), gy + ((corner >> 1) & 1), gz + (corner >> 2), resolution, entries, dense)
+            row = start + _corner_row(
+                gx + (corner & 1), gy + ((corner >> 1) & 1), gz + (corner >> 2), resolution, entries, dense
+            )
             address = row[:, None] * FEATURES + feature[None, :]
-            tl.atomic_add(grad_table_ptr + address, (wx * wy * wz)[:, None] * upstream, mask=mask[:, None], sem="relaxed")
+            tl.atomic_add(
+                grad_table_ptr + address, (wx * wy * wz)[:, None] * upstream, mask=mask[:, None], sem="relaxed"
+            )
             if POINT_GRAD:
                 values = tl.load(table_ptr + address, mask=mask[:, None], other=0.0)
                 along = tl.sum(values * upstream, axis=1) * scale

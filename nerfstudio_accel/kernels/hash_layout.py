@@ -89,7 +89,9 @@ class HashGridLayout:
         levels = range(self.num_levels)
         return LevelTensors(
             scales=torch.tensor([self.level_scale(level) for level in levels], dtype=torch.float32, device=device),
-            resolutions=torch.tensor([self.level_resolution(level) for level in levels], dtype=torch.int64, device=device),
+            resolutions=torch.tensor(
+                [self.level_resolution(level) for level in levels], dtype=torch.int64, device=device
+            ),
             offsets=torch.tensor(self.level_offsets, dtype=torch.int64, device=device),
             dense=torch.tensor([self.level_is_dense(level) for level in levels], dtype=torch.bool, device=device),
         )

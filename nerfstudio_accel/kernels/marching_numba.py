@@ -59,7 +59,14 @@ def _kept_step(ray, k, origins, directions, near, t_min, t_max, binaries, aabbs,
     y = origins[ray, 1] + directions[ray, 1] * t_mid
     z = origins[ray, 2] + directions[ray, 2] * t_mid
     for level in range(aabbs.shape[0]):
-        lo_x, lo_y, lo_z, hi_x, hi_y, hi_z = aabbs[level, 0], aabbs[level, 1], aabbs[level, 2], aabbs[level, 3], aabbs[level, 4], aabbs[level, 5]
+        lo_x, lo_y, lo_z, hi_x, hi_y, hi_z = (
+            aabbs[level, 0],
+            aabbs[level, 1],
+            aabbs[level, 2],
+            aabbs[level, 3],
+            aabbs[level, 4],
+            aabbs[level, 5],
+        )
         if lo_x <= x <= hi_x and lo_y <= y <= hi_y and lo_z <= z <= hi_z:
             rx, ry, rz = binaries.shape[1], binaries.shape[2], binaries.shape[3]
             i = min(max(int((x - lo_x) / (hi_x - lo_x) * np.float32(rx)), 0), rx - 1)
@@ -74,17 +81,36 @@ def _count_kept(origins, directions, near, t_min, t_max, k_first, counts, binari
     for ray in numba.prange(origins.shape[0]):
         total = 0
         for local in range(counts[ray]):
-            _, _, keep = _kept_step(ray, k_first[ray] + np.float32(local), origins, directions, near, t_min, t_max, binaries, aabbs, scalars)
+            _, _, keep = _kept_step(
+                ray, k_first[ray] + np.float32(local), origins, directions, near, t_min, t_max, binaries, aabbs, scalars
+            )
             total += keep
         kept[ray] = total
 
 
 @numba.njit(parallel=True, cache=True)
-def _fill_kept(origins, directions, near, t_min, t_max, k_first, counts, binaries, aabbs, scalars, offsets, ray_indices, t_starts, t_ends):
+def _fill_kept(
+    origins,
+    directions,
+    near,
+    t_min,
+    t_max,
+    k_first,
+    counts,
+    binaries,
+    aabbs,
+    scalars,
+    offsets,
+    ray_indices,
+    t_starts,
+    t_ends,
+):
     for ray in numba.prange(origins.shape[0]):
         out = offsets[ray]
         for local in range(counts[ray]):
-            t_start, dt, keep = _kept_step(ray, k_first[ray] + np.float32(local), origins, directions, near, t_min, t_max, binaries, aabbs, scalars)
+            t_start, dt, keep = _kept_step(
+                ray, k_first[ray] + np.float32(local), origins, directions, near, t_min, t_max, binaries, aabbs, scalars
+            )
             if keep:
                 ray_indices[out] = ray
                 t_starts[out] = t_start
@@ -104,10 +130,13 @@ def traverse_occupancy_grid(
 ) -> Tuple[Int[Tensor, "n_samples"], Float[Tensor, "n_samples"], Float[Tensor, "n_samples"]]:
     """The torch twin's contract on CPU tensors: packed ``ray_indices (int64), t_starts, t_ends`` of the
     lattice steps whose midpoints lie in occupied cells, sorted by ray then ``t``."""
-    t_min, t_max, k_first, counts = lattice_ranges(origins, directions, aabbs, near_planes, far_planes, step_size, cone_angle)
+    t_min, t_max, k_first, counts = lattice_ranges(
+        origins, directions, aabbs, near_planes, far_planes, step_size, cone_angle
+    )
     growth_scalar = torch.tensor(1.0 + cone_angle, dtype=torch.float32)  # float32, as torch casts the scalar
     scalars = np.array(
-        [step_size, cone_angle, float(growth_scalar), step_size / cone_angle if cone_angle > 0 else 0.0], dtype=np.float32
+        [step_size, cone_angle, float(growth_scalar), step_size / cone_angle if cone_angle > 0 else 0.0],
+        dtype=np.float32,
     )
     arrays = (
         origins.float().contiguous().numpy(), directions.float().contiguous().numpy(), near_planes.float().contiguous().numpy(),

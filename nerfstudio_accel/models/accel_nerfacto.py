@@ -110,12 +110,16 @@ class RawColorNerfactoField(NerfactoField):
             implementation=implementation,
         )
 
-    def get_outputs(self, ray_samples: RaySamples, density_embedding: Optional[Tensor] = None) -> Dict[FieldHeadNames, Tensor]:
+    def get_outputs(
+        self, ray_samples: RaySamples, density_embedding: Optional[Tensor] = None
+    ) -> Dict[FieldHeadNames, Tensor]:
         outputs = self.raw_outputs(ray_samples, density_embedding)
         outputs[FieldHeadNames.RGB] = torch.sigmoid(outputs[FieldHeadNames.RGB])
         return outputs
 
-    def raw_outputs(self, ray_samples: RaySamples, density_embedding: Optional[Tensor] = None) -> Dict[FieldHeadNames, Tensor]:
+    def raw_outputs(
+        self, ray_samples: RaySamples, density_embedding: Optional[Tensor] = None
+    ) -> Dict[FieldHeadNames, Tensor]:
         """nerfacto's field outputs with the colour before its sigmoid."""
         return super().get_outputs(ray_samples, density_embedding)
 
@@ -194,13 +198,17 @@ class AccelNerfactoModel(AccelModel, NerfactoModel):
             "accumulation": self.renderer_accumulation(weights=weights),
             "depth": depth,
             "expected_depth": self.renderer_expected_depth(weights=weights, ray_samples=ray_samples),
-            "num_samples_per_ray": torch.full((ray_samples.shape[0], 1), float(ray_samples.shape[-1]), device=rgb.device),
+            "num_samples_per_ray": torch.full(
+                (ray_samples.shape[0], 1), float(ray_samples.shape[-1]), device=rgb.device
+            ),
         }
         if self.training:
             outputs["weights_list"] = samples.weights_list + [weights]
             outputs["ray_samples_list"] = samples.ray_samples_list + [ray_samples]
         for i in range(self.config.num_proposal_iterations):
-            outputs[f"prop_depth_{i}"] = self.renderer_depth(weights=samples.weights_list[i], ray_samples=samples.ray_samples_list[i])
+            outputs[f"prop_depth_{i}"] = self.renderer_depth(
+                weights=samples.weights_list[i], ray_samples=samples.ray_samples_list[i]
+            )
         return outputs
 
     # --- nerfstudio Model API --------------------------------------------------------------------

@@ -38,7 +38,11 @@ from nerfstudio_accel.kernels.backends import (
 from nerfstudio_accel.metrics import ImageMetrics
 from nerfstudio_accel.models.base import AccelModel, AccelModelConfig
 from nerfstudio_accel.rendering import (
-    BackgroundMode, background_colors, composite_ground_truth, depth_over_background, render_packed,
+    BackgroundMode,
+    background_colors,
+    composite_ground_truth,
+    depth_over_background,
+    render_packed,
 )
 from nerfstudio_accel.sampling.base import Sampler
 from nerfstudio_accel.sampling.occupancy import GridUpdateOptions, MarchingOptions, OccupancySampler
@@ -155,7 +159,11 @@ class AccelNGPModelConfig(AccelModelConfig):
         contract = self.scene_contraction == "on"
         if self.sampler == "auto":
             self.sampler = "proposal" if contract else "occupancy"
-            logger.info("accel-ngp: %s sampler (%s scene; --pipeline.model.sampler)", self.sampler, "unbounded" if contract else "bounded")
+            logger.info(
+                "accel-ngp: %s sampler (%s scene; --pipeline.model.sampler)",
+                self.sampler,
+                "unbounded" if contract else "bounded",
+            )
         if self.appearance_embedding_dim is None:
             self.appearance_embedding_dim = 32 if contract else 0
         if self.max_samples_per_ray is None:
@@ -181,7 +189,11 @@ class AccelNGPModelConfig(AccelModelConfig):
         self.implementation = resolve_implementation(self.implementation, device_type)
         if self.hash_backend == "auto":
             self.hash_backend = resolve_hash_backend(self.hash_backend, device_type)
-            logger.info("accel-ngp: hash encoding backend %s on %s (--pipeline.model.hash-backend)", self.hash_backend, device_type)
+            logger.info(
+                "accel-ngp: hash encoding backend %s on %s (--pipeline.model.hash-backend)",
+                self.hash_backend,
+                device_type,
+            )
         check_hash_backend(self.hash_backend, device_type)
         if self.sampler == "occupancy":
             check_sampler_backend(self.sampler_backend, device_type)
@@ -234,19 +246,33 @@ class AccelNGPModel(AccelModel):
         self.sampler = self._build_sampler(aabb, contract, hash_backend, device)
         self.image_metrics = ImageMetrics()
 
-    def _build_sampler(self, aabb: Float[Tensor, "2 3"], contract: bool, hash_backend: str, device: torch.device) -> Sampler:
+    def _build_sampler(
+        self, aabb: Float[Tensor, "2 3"], contract: bool, hash_backend: str, device: torch.device
+    ) -> Sampler:
         cfg = self.config
         diagonal = float(torch.linalg.norm(aabb[1] - aabb[0]))
         if cfg.sampler == "proposal":
             fields = [
-                ProposalDensityField(aabb, contract, max_res=res, log2_hashmap_size=cfg.proposal_log2_hashmap_size,
-                                     implementation=cfg.implementation, hash_backend=hash_backend)
+                ProposalDensityField(
+                    aabb,
+                    contract,
+                    max_res=res,
+                    log2_hashmap_size=cfg.proposal_log2_hashmap_size,
+                    implementation=cfg.implementation,
+                    hash_backend=hash_backend,
+                )
                 for res in cfg.proposal_max_res
             ]
             return ProposalSampler(
-                fields, cfg.proposal_samples, cfg.num_samples, spacing="lindisp" if contract else "linear",
-                anneal_steps=cfg.proposal_anneal_steps, aabb=None if contract else aabb.flatten(),
-                near_plane=cfg.near_plane, far_plane=cfg.far_plane, distortion=cfg.distortion_loss_mult > 0,
+                fields,
+                cfg.proposal_samples,
+                cfg.num_samples,
+                spacing="lindisp" if contract else "linear",
+                anneal_steps=cfg.proposal_anneal_steps,
+                aabb=None if contract else aabb.flatten(),
+                near_plane=cfg.near_plane,
+                far_plane=cfg.far_plane,
+                distortion=cfg.distortion_loss_mult > 0,
             )
         marching = MarchingOptions(
             render_step_size=cfg.render_step_size if cfg.render_step_size is not None else diagonal / 1000,
@@ -258,13 +284,19 @@ class AccelNGPModel(AccelModel):
             max_samples_per_ray=cfg.max_samples_per_ray or None,
         )
         grid_update = GridUpdateOptions(
-            every_n_steps=cfg.grid_update_every, warmup_steps=cfg.grid_warmup_steps,
-            ema_decay=cfg.grid_ema_decay, occupancy_threshold=cfg.occupancy_threshold,
+            every_n_steps=cfg.grid_update_every,
+            warmup_steps=cfg.grid_warmup_steps,
+            ema_decay=cfg.grid_ema_decay,
+            occupancy_threshold=cfg.occupancy_threshold,
         )
         levels = cfg.grid_levels if cfg.grid_levels is not None else (4 if contract else 1)
         sampler = OccupancySampler(
-            aabb.flatten(), resolution=cfg.grid_resolution, levels=levels, backend=cfg.sampler_backend,
-            marching=marching, grid_update=grid_update,
+            aabb.flatten(),
+            resolution=cfg.grid_resolution,
+            levels=levels,
+            backend=cfg.sampler_backend,
+            marching=marching,
+            grid_update=grid_update,
         )
         sampler.backend_for(device)  # resolved (and a fallback warned about) as the model opens
         return sampler
@@ -283,11 +315,17 @@ class AccelNGPModel(AccelModel):
         self.camera_optimizer.get_param_groups(param_groups=groups)
         return groups
 
-    def get_training_callbacks(self, training_callback_attributes: TrainingCallbackAttributes) -> List[TrainingCallback]:
+    def get_training_callbacks(
+        self, training_callback_attributes: TrainingCallbackAttributes
+    ) -> List[TrainingCallback]:
         def update_sampler(step: int) -> None:
             self.sampler.update(step, self.field.density)
 
-        return [TrainingCallback([TrainingCallbackLocation.BEFORE_TRAIN_ITERATION], update_sampler, update_every_num_iters=1)]
+        return [
+            TrainingCallback(
+                [TrainingCallbackLocation.BEFORE_TRAIN_ITERATION], update_sampler, update_every_num_iters=1
+            )
+        ]
 
     # --- the three seams -------------------------------------------------------------------------
 
@@ -303,7 +341,9 @@ class AccelNGPModel(AccelModel):
         samples = self.sampler.sample(marched_origins, marched_directions, nears, fars, density_fn, self._stratified)
         return dataclasses.replace(samples, origins=origins, directions=directions, camera_indices=cameras)
 
-    def sample_and_forward(self, ray_bundle: RayBundle) -> Tuple[PackedSamples, Float[Tensor, "n 1"], Float[Tensor, "n 3"]]:
+    def sample_and_forward(
+        self, ray_bundle: RayBundle
+    ) -> Tuple[PackedSamples, Float[Tensor, "n 1"], Float[Tensor, "n 3"]]:
         """:meth:`sample` and :meth:`field_raw` of its samples, the field without a graph (a learning sampler
         keeps its own). When the sampler culled by density, the density heads it computed are kept for the
         survivors, so only the colour MLP is added."""
@@ -321,6 +361,7 @@ class AccelNGPModel(AccelModel):
             origins, directions = self._pose_corrected(samples.origins, samples.directions, samples.camera_indices)
             color = self.field.color_raw(kept[:, 1:], directions[samples.ray_indices], samples.sample_camera_indices)
             return samples, kept[:, :1], color
+
     @property
     def _stratified(self) -> bool:
         """Jittered lattices in training only: evaluation and the viewer stay deterministic."""
@@ -333,10 +374,19 @@ class AccelNGPModel(AccelModel):
         nears = ray_bundle.nears.reshape(-1) if ray_bundle.nears is not None else None
         fars = ray_bundle.fars.reshape(-1) if ray_bundle.fars is not None else None
         cameras = ray_bundle.camera_indices.reshape(-1).long() if ray_bundle.camera_indices is not None else None
-        return ray_bundle.origins.reshape(-1, 3).float(), ray_bundle.directions.reshape(-1, 3).float(), cameras, nears, fars
+        return (
+            ray_bundle.origins.reshape(-1, 3).float(),
+            ray_bundle.directions.reshape(-1, 3).float(),
+            cameras,
+            nears,
+            fars,
+        )
 
     def _pose_corrected(
-        self, origins: Float[Tensor, "n_rays 3"], directions: Float[Tensor, "n_rays 3"], cameras: Optional[Int[Tensor, "n_rays"]]
+        self,
+        origins: Float[Tensor, "n_rays 3"],
+        directions: Float[Tensor, "n_rays 3"],
+        cameras: Optional[Int[Tensor, "n_rays"]],
     ) -> Tuple[Float[Tensor, "n_rays 3"], Float[Tensor, "n_rays 3"]]:
         """Rays moved by the camera optimizer's current pose corrections, in fp32 (training with it on), else unchanged."""
         if not self.training or cameras is None or self.config.camera_optimizer.mode == "off" or origins.shape[0] == 0:
@@ -358,11 +408,17 @@ class AccelNGPModel(AccelModel):
         sampler's own losses (the proposal fields' interlevel loss)."""
         density, color = self.field.activate(raw_density, raw_color)
         background = background_colors(self.background_mode, samples.n_rays, density.device, self.training)
-        outputs = render_packed(samples, density, color, background, use_nerfacc=self.sampler.composites_with_nerfacc(density.device))
+        outputs = render_packed(
+            samples, density, color, background, use_nerfacc=self.sampler.composites_with_nerfacc(density.device)
+        )
         outputs["background"] = background
-        outputs["num_samples_per_ray"] = samples.samples_per_ray().float()[:, None]  # an image like the others: float, (n_rays, 1)
+        outputs["num_samples_per_ray"] = samples.samples_per_ray().float()[
+            :, None
+        ]  # an image like the others: float, (n_rays, 1)
         if not self.training:
-            outputs["depth"] = depth_over_background(outputs["depth"], outputs["accumulation"], samples.origins, self.scene_box.aabb)
+            outputs["depth"] = depth_over_background(
+                outputs["depth"], outputs["accumulation"], samples.origins, self.scene_box.aabb
+            )
         else:
             outputs.update(self.sampler.losses(samples, outputs["weights"]))
         return outputs
@@ -394,11 +450,16 @@ class AccelNGPModel(AccelModel):
         self.camera_optimizer.get_metrics_dict(metrics)
         return metrics
 
-    def get_loss_dict(self, outputs: Dict[str, Tensor], batch: Dict[str, Tensor], metrics_dict=None) -> Dict[str, Tensor]:
+    def get_loss_dict(
+        self, outputs: Dict[str, Tensor], batch: Dict[str, Tensor], metrics_dict=None
+    ) -> Dict[str, Tensor]:
         image = batch["image"].to(self.device)
         target = composite_ground_truth(image, outputs["background"])
         losses = {"rgb_loss": torch.mean((outputs["rgb"] - target) ** 2)}
-        sampler_loss_mults = {"interlevel_loss": self.config.interlevel_loss_mult, "distortion_loss": self.config.distortion_loss_mult}
+        sampler_loss_mults = {
+            "interlevel_loss": self.config.interlevel_loss_mult,
+            "distortion_loss": self.config.distortion_loss_mult,
+        }
         for name, mult in sampler_loss_mults.items():
             if name in outputs:
                 losses[name] = mult * outputs[name]

@@ -94,7 +94,9 @@ class AccelModel(Model, ABC):
         """Pre-activation density and colour of every sample, with the field's graph when grad is on."""
 
     @abstractmethod
-    def render(self, samples: Samples, raw_density: Float[Tensor, "n 1"], raw_color: Float[Tensor, "n 3"]) -> Dict[str, Tensor]:
+    def render(
+        self, samples: Samples, raw_density: Float[Tensor, "n 1"], raw_color: Float[Tensor, "n 3"]
+    ) -> Dict[str, Tensor]:
         """The outputs of ``get_outputs`` from raw outputs: activations, compositing, sampler losses in training."""
 
     def sample_and_forward(self, ray_bundle: RayBundle) -> Tuple[Samples, Float[Tensor, "n 1"], Float[Tensor, "n 3"]]:

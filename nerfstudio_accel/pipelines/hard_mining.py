@@ -50,7 +50,9 @@ def importance_moments(importance: Float[Tensor, "B"]) -> Float[Tensor, "3"]:
     """``(B, sum G, sum G^2)`` in float32 (MPS has no float64), the statistics tau is computed from; they
     add up over ranks."""
     importance = importance.float()
-    return torch.stack([importance.new_tensor(float(importance.numel())), importance.sum(), (importance * importance).sum()])
+    return torch.stack(
+        [importance.new_tensor(float(importance.numel())), importance.sum(), (importance * importance).sum()]
+    )
 
 
 def tau_from_moments(moments: Float[Tensor, "3"]) -> Optional[float]:
@@ -162,11 +164,19 @@ class HardSampleMiningPipeline(AccelPipeline):
     def set_extra_state(self, state: Tensor) -> None:
         self.batch_sizer.tau_hat = float(state)
 
-    def get_training_callbacks(self, training_callback_attributes: TrainingCallbackAttributes) -> List[TrainingCallback]:
+    def get_training_callbacks(
+        self, training_callback_attributes: TrainingCallbackAttributes
+    ) -> List[TrainingCallback]:
         callbacks = super().get_training_callbacks(training_callback_attributes)
-        if self.config.hard_mining and self.config.print_every > 0 and distributed.rank() == 0:  # one report, not one per rank
+        if (
+            self.config.hard_mining and self.config.print_every > 0 and distributed.rank() == 0
+        ):  # one report, not one per rank
             callbacks.append(
-                TrainingCallback([TrainingCallbackLocation.AFTER_TRAIN_ITERATION], self._print_mining, update_every_num_iters=self.config.print_every)
+                TrainingCallback(
+                    [TrainingCallbackLocation.AFTER_TRAIN_ITERATION],
+                    self._print_mining,
+                    update_every_num_iters=self.config.print_every,
+                )
             )
         return callbacks
 
@@ -244,7 +254,9 @@ class HardSampleMiningPipeline(AccelPipeline):
             "hard_mining_tau_hat": self.batch_sizer.tau_hat,
         }
         if time_passes:
-            stats.update(hard_mining_scoring_ms=1000 * scoring_seconds, hard_mining_graph_forward_ms=1000 * graph_seconds)
+            stats.update(
+                hard_mining_scoring_ms=1000 * scoring_seconds, hard_mining_graph_forward_ms=1000 * graph_seconds
+            )
         self.last_mining_stats = {**self.last_mining_stats, **stats}
         if self._keeping_hard_samples:  # positions only: the samples may hold the proposal fields' graph
             self._last_hard_samples = (samples.ray_indices, samples.positions.detach(), samples.n_rays, hard)
@@ -262,4 +274,3 @@ class HardSampleMiningPipeline(AccelPipeline):
     def _synchronize_device(self) -> None:
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
-

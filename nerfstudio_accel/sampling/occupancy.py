@@ -26,7 +26,12 @@ from nerfacc.estimators.occ_grid import OccGridEstimator
 from torch import Tensor
 
 from nerfstudio_accel.distributed import evaluate_across_ranks
-from nerfstudio_accel.kernels.backends import ResolvedSamplerBackend, SamplerBackend, check_backend_name, runnable_sampler_backend
+from nerfstudio_accel.kernels.backends import (
+    ResolvedSamplerBackend,
+    SamplerBackend,
+    check_backend_name,
+    runnable_sampler_backend,
+)
 from nerfstudio_accel.sampling import torch_ops
 from nerfstudio_accel.sampling.base import DensityFn, Sampler
 from nerfstudio_accel.sampling.packed import PackedSamples
@@ -37,7 +42,9 @@ DENSITY_CHUNK = 1 << 16
 """Points per no-grad density evaluation (grid updates and culling), bounding peak memory."""
 
 
-def evaluate_in_chunks(fn: Callable[[Float[Tensor, "n 3"]], Tensor], points: Float[Tensor, "n 3"], chunk: int = DENSITY_CHUNK) -> Tensor:
+def evaluate_in_chunks(
+    fn: Callable[[Float[Tensor, "n 3"]], Tensor], points: Float[Tensor, "n 3"], chunk: int = DENSITY_CHUNK
+) -> Tensor:
     """``fn`` (e.g. a density function, ``(n, 3) -> (n, k)``) over ``points`` in slices of ``chunk``, in
     order (no-grad callers: memory stays bounded)."""
     if points.shape[0] <= chunk:
@@ -148,12 +155,16 @@ class OccupancySampler(Sampler):
         occupancy = densities * self.marching.render_step_size
         occs = self.grid.occs
         occs[torch.unique(cell_ids)] *= schedule.ema_decay
-        occs.scatter_reduce_(0, cell_ids, occupancy.to(occs.dtype), reduce="amax")  # a cell drawn twice keeps its larger value
+        occs.scatter_reduce_(
+            0, cell_ids, occupancy.to(occs.dtype), reduce="amax"
+        )  # a cell drawn twice keeps its larger value
         threshold = torch.clamp(occs.mean(), max=schedule.occupancy_threshold)
         self.grid.binaries = (occs > threshold).view(self.grid.binaries.shape)
         self.updates += 1
 
-    def _update_points(self, all_cells: bool, generator: torch.Generator) -> Tuple[Int[Tensor, "n"], Float[Tensor, "n 3"]]:
+    def _update_points(
+        self, all_cells: bool, generator: torch.Generator
+    ) -> Tuple[Int[Tensor, "n"], Float[Tensor, "n 3"]]:
         """The cells one update evaluates, as flat ids over all levels ``(n,)``, and a uniformly jittered
         point inside each, in world coordinates ``(n, 3)``."""
         grid = self.grid
@@ -219,9 +230,14 @@ class OccupancySampler(Sampler):
             from nerfacc.grid import traverse_grids
 
             intervals, samples = traverse_grids(
-                origins, directions, self.grid.binaries, self.grid.aabbs,
-                near_planes=near, far_planes=far,
-                step_size=options.render_step_size, cone_angle=options.cone_angle,
+                origins,
+                directions,
+                self.grid.binaries,
+                self.grid.aabbs,
+                near_planes=near,
+                far_planes=far,
+                step_size=options.render_step_size,
+                cone_angle=options.cone_angle,
             )
             return samples.ray_indices.long(), intervals.vals[intervals.is_left], intervals.vals[intervals.is_right]
         traverse = torch_ops.traverse_occupancy_grid
@@ -230,8 +246,14 @@ class OccupancySampler(Sampler):
 
             traverse = marching_numba.traverse_occupancy_grid
         return traverse(
-            origins, directions, self.grid.binaries, self.grid.aabbs, near, far,
-            options.render_step_size, options.cone_angle,
+            origins,
+            directions,
+            self.grid.binaries,
+            self.grid.aabbs,
+            near,
+            far,
+            options.render_step_size,
+            options.cone_angle,
         )
 
     def effective_alpha_threshold(self) -> float:
@@ -260,12 +282,22 @@ class OccupancySampler(Sampler):
             from nerfacc.volrend import render_visibility_from_density
 
             return render_visibility_from_density(
-                t_starts, t_ends, densities, ray_indices=ray_indices, n_rays=n_rays,
-                early_stop_eps=options.early_stop_eps, alpha_thre=alpha_threshold,
+                t_starts,
+                t_ends,
+                densities,
+                ray_indices=ray_indices,
+                n_rays=n_rays,
+                early_stop_eps=options.early_stop_eps,
+                alpha_thre=alpha_threshold,
             )
         return torch_ops.render_visibility_from_density(
-            t_starts, t_ends, densities, ray_indices, n_rays,
-            early_stop_eps=options.early_stop_eps, alpha_threshold=alpha_threshold,
+            t_starts,
+            t_ends,
+            densities,
+            ray_indices,
+            n_rays,
+            early_stop_eps=options.early_stop_eps,
+            alpha_threshold=alpha_threshold,
         )
 
     @torch.no_grad()
@@ -285,16 +317,25 @@ class OccupancySampler(Sampler):
         ray_indices, t_starts, t_ends = self.march(origins, directions, nears, fars, stratified)
         if density_fn is None or t_starts.numel() == 0 or not self.marching.culls:
             return PackedSamples(ray_indices, t_starts, t_ends, origins, directions)
-        positions = origins.float()[ray_indices] + directions.float()[ray_indices] * (0.5 * (t_starts + t_ends))[:, None]
+        positions = (
+            origins.float()[ray_indices] + directions.float()[ray_indices] * (0.5 * (t_starts + t_ends))[:, None]
+        )
         densities = evaluate_in_chunks(density_fn, positions).reshape(-1).float()
         keep = torch.nonzero(self.visible(ray_indices, t_starts, t_ends, densities, origins.shape[0])).reshape(-1)
         if self.training:
             alphas = 1.0 - torch.exp(-densities * (t_ends - t_starts))
             culled = (alphas < self.effective_alpha_threshold()).sum()
-            self._last_counts = {"candidates": torch.tensor(t_starts.numel()), "kept": torch.tensor(keep.numel()), "alpha_culled": culled}
+            self._last_counts = {
+                "candidates": torch.tensor(t_starts.numel()),
+                "kept": torch.tensor(keep.numel()),
+                "alpha_culled": culled,
+            }
         return PackedSamples(ray_indices[keep], t_starts[keep], t_ends[keep], origins, directions, density_index=keep)
 
     def figures(self) -> Dict[str, float]:
         """The last training sampling's ``candidates`` (marched), ``kept`` (after culling) and
         ``alpha_culled`` sample counts, and the grid's ``occupied_fraction``."""
-        return {**{name: float(count) for name, count in self._last_counts.items()}, "occupied_fraction": self.occupied_fraction()}
+        return {
+            **{name: float(count) for name, count in self._last_counts.items()},
+            "occupied_fraction": self.occupied_fraction(),
+        }

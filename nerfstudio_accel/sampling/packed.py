@@ -65,5 +65,10 @@ class PackedSamples:
         """The samples at ``index`` (kept sorted if ``index`` is sorted), same rays; proposal rounds and
         density rows not carried."""
         return PackedSamples(
-            self.ray_indices[index], self.t_starts[index], self.t_ends[index], self.origins, self.directions, self.camera_indices
+            self.ray_indices[index],
+            self.t_starts[index],
+            self.t_ends[index],
+            self.origins,
+            self.directions,
+            self.camera_indices,
         )

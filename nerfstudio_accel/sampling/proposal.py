@@ -77,13 +77,17 @@ class ProposalSampler(Sampler):
         if len(fields) != len(proposal_samples) or not fields:
             raise ValueError(f"one proposal field per round: {len(fields)} fields for {len(proposal_samples)} rounds")
         if min(proposal_samples) < 1 or num_samples < 1:
-            raise ValueError(f"sample counts must be >= 1, got proposal {tuple(proposal_samples)} and main {num_samples}")
+            raise ValueError(
+                f"sample counts must be >= 1, got proposal {tuple(proposal_samples)} and main {num_samples}"
+            )
         self.fields = nn.ModuleList(fields)
         self.proposal_samples = tuple(int(k) for k in proposal_samples)
         self.num_samples = int(num_samples)
         self.spacing: Spacing = spacing
         self.anneal_steps = anneal_steps
-        self.register_buffer("aabb", None if aabb is None else aabb.detach().clone().float().reshape(6), persistent=False)
+        self.register_buffer(
+            "aabb", None if aabb is None else aabb.detach().clone().float().reshape(6), persistent=False
+        )
         self.near_plane, self.far_plane = near_plane, far_plane
         self.distortion = distortion
         self.anneal = 1.0
@@ -118,7 +122,12 @@ class ProposalSampler(Sampler):
         per_ray = distances.shape[1] - 1
         ray_indices = torch.arange(n_rays, device=origins.device).repeat_interleave(per_ray)
         return PackedSamples(
-            ray_indices, distances[:, :-1].reshape(-1), distances[:, 1:].reshape(-1), origins, directions, proposal=rounds
+            ray_indices,
+            distances[:, :-1].reshape(-1),
+            distances[:, 1:].reshape(-1),
+            origins,
+            directions,
+            proposal=rounds,
         )
 
     def propose(
@@ -139,14 +148,18 @@ class ProposalSampler(Sampler):
         edges = proposal_ops.uniform_edges(n_rays, self.proposal_samples[0], stratified, device)
         for index, (proposal_field, n_intervals) in enumerate(zip(self.fields, self.proposal_samples)):
             if index > 0:
-                edges = proposal_ops.resample_edges(edges, rounds.weights[-1].detach() ** anneal, n_intervals, stratified)
+                edges = proposal_ops.resample_edges(
+                    edges, rounds.weights[-1].detach() ** anneal, n_intervals, stratified
+                )
             distances = proposal_ops.spacing_to_distance(edges, near, far, self.spacing)
             middles = 0.5 * (distances[:, 1:] + distances[:, :-1])
             points = origins[:, None, :] + directions[:, None, :] * middles[..., None]
             densities = proposal_field(points.reshape(-1, 3)).reshape(n_rays, n_intervals)
             rounds.edges.append(edges)
             rounds.weights.append(proposal_ops.weights_from_density(distances, densities))
-        rounds.final_edges = proposal_ops.resample_edges(edges, rounds.weights[-1].detach() ** anneal, self.num_samples, stratified)
+        rounds.final_edges = proposal_ops.resample_edges(
+            edges, rounds.weights[-1].detach() ** anneal, self.num_samples, stratified
+        )
         return proposal_ops.spacing_to_distance(rounds.final_edges, near, far, self.spacing), rounds
 
     def losses(self, samples: PackedSamples, weights: Float[Tensor, "n_samples"]) -> Dict[str, Tensor]:
@@ -165,6 +178,9 @@ class ProposalSampler(Sampler):
         """Sum over proposal rounds of :func:`~.proposal_ops.interlevel_loss` against the main field's
         ``weights`` (detached: only the proposal fields learn from it)."""
         return sum(
-            (proposal_ops.interlevel_loss(rounds.final_edges, weights, edges, round_weights) for edges, round_weights in zip(rounds.edges, rounds.weights)),
+            (
+                proposal_ops.interlevel_loss(rounds.final_edges, weights, edges, round_weights)
+                for edges, round_weights in zip(rounds.edges, rounds.weights)
+            ),
             torch.zeros((), device=weights.device),
         )

@@ -80,7 +80,11 @@ def resample_edges(
         mass = weights.float().clamp(min=0.0) + padding
         cdf = torch.cumsum(mass, dim=-1)
         cdf = torch.cat([torch.zeros_like(cdf[:, :1]), cdf / cdf[:, -1:]], dim=-1).clamp(max=1.0)
-        offset = torch.rand(n_rays, 1, device=edges.device) if stratified else torch.full((n_rays, 1), 0.5, device=edges.device)
+        offset = (
+            torch.rand(n_rays, 1, device=edges.device)
+            if stratified
+            else torch.full((n_rays, 1), 0.5, device=edges.device)
+        )
         u = (torch.arange(n_intervals + 1, device=edges.device, dtype=cdf.dtype) + offset) / (n_intervals + 1)
         above = torch.searchsorted(cdf, u.contiguous(), right=True).clamp(1, cdf.shape[-1] - 1)
         below = above - 1

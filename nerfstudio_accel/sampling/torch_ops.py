@@ -66,9 +66,7 @@ def _first_step_with_midpoint_after(
     k = torch.ceil((t_min - near) / step_size - 0.5)
     if cone_angle > 0.0:
         t_switch = step_size / cone_angle
-        n_uniform = torch.where(
-            near > t_switch, torch.zeros_like(near), torch.floor((t_switch - near) / step_size) + 1
-        )
+        n_uniform = torch.where(near > t_switch, torch.zeros_like(near), torch.floor((t_switch - near) / step_size) + 1)
         t_at_switch = near + n_uniform * step_size
         # geometric part: midpoint t_K (1 + c)^(k - K) (1 + c / 2) >= t_min
         ratio = torch.clamp(t_min / (t_at_switch * (1.0 + 0.5 * cone_angle)), min=1e-30)
@@ -147,7 +145,9 @@ def traverse_occupancy_grid(
         Packed samples ``ray_indices (int64), t_starts, t_ends``, sorted by ray then by ``t``.
     """
     device = origins.device
-    t_min, t_max, k_first, counts = lattice_ranges(origins, directions, aabbs, near_planes, far_planes, step_size, cone_angle)
+    t_min, t_max, k_first, counts = lattice_ranges(
+        origins, directions, aabbs, near_planes, far_planes, step_size, cone_angle
+    )
 
     flat_binaries = binaries.reshape(-1)
     resolution = torch.tensor(binaries.shape[1:], device=device)

@@ -22,17 +22,24 @@ def main(argv: list[str] | None = None) -> int:
     [--resolution PX] [--supersample S] [--seed S] [--force]. Returns the exit code."""
     parser = argparse.ArgumentParser(prog="ns-accel-scene", description=DESCRIPTION)
     parser.add_argument("out_dir", type=Path, metavar="OUT_DIR", help="folder to write the scene into")
-    parser.add_argument("--unbounded", action="store_true",
-                        help="instead: the object on an endless textured ground inside a far backdrop, seen from a "
-                             "240-degree arc, in nerfstudio-data format (transforms.json, images/, 4:3 RGB)")
+    parser.add_argument(
+        "--unbounded",
+        action="store_true",
+        help="instead: the object on an endless textured ground inside a far backdrop, seen from a "
+        "240-degree arc, in nerfstudio-data format (transforms.json, images/, 4:3 RGB)",
+    )
     parser.add_argument("--num-train", type=int, help=f"training views (default {SceneSpec.num_train})")
     parser.add_argument("--num-val", type=int, help=f"validation views (default {SceneSpec.num_val})")
     parser.add_argument("--num-test", type=int, help=f"test views (default {SceneSpec.num_test})")
-    parser.add_argument("--resolution", type=int,
-                        help=f"image width in pixels; height = width, or 3/4 of it with --unbounded "
-                             f"(default {SceneSpec.resolution}, --unbounded {UnboundedSceneSpec.resolution})")
-    parser.add_argument("--supersample", type=int,
-                        help=f"anti-aliasing rays per axis (default {SceneSpec.supersample})")
+    parser.add_argument(
+        "--resolution",
+        type=int,
+        help=f"image width in pixels; height = width, or 3/4 of it with --unbounded "
+        f"(default {SceneSpec.resolution}, --unbounded {UnboundedSceneSpec.resolution})",
+    )
+    parser.add_argument(
+        "--supersample", type=int, help=f"anti-aliasing rays per axis (default {SceneSpec.supersample})"
+    )
     parser.add_argument("--seed", type=int, help=f"varies colours and positions (default {SceneSpec.seed})")
     parser.add_argument("--force", action="store_true", help="write into OUT_DIR even if it is not empty")
     args = parser.parse_args(argv)
@@ -44,8 +51,9 @@ def main(argv: list[str] | None = None) -> int:
     if out_dir.is_dir() and any(out_dir.iterdir()) and not args.force:
         print(f"error: OUT_DIR {out_dir} is not empty; pass --force to overwrite", file=sys.stderr)
         return 2
-    spec_type, generate = (UnboundedSceneSpec, generate_unbounded_scene) if args.unbounded \
-        else (SceneSpec, generate_scene)
+    spec_type, generate = (
+        (UnboundedSceneSpec, generate_unbounded_scene) if args.unbounded else (SceneSpec, generate_scene)
+    )
     names = ("num_train", "num_val", "num_test", "resolution", "supersample", "seed")
     try:
         spec = spec_type(**{name: getattr(args, name) for name in names if getattr(args, name) is not None})
@@ -57,8 +65,10 @@ def main(argv: list[str] | None = None) -> int:
     generate(out_dir, spec)
     seconds = time.perf_counter() - start
     views = spec.num_train + spec.num_val + spec.num_test
-    print(f"wrote {views} views ({spec.num_train} train / {spec.num_val} val / {spec.num_test} test) "
-          f"at {spec.resolution}x{spec.height} to {out_dir} in {seconds:.2f} s")
+    print(
+        f"wrote {views} views ({spec.num_train} train / {spec.num_val} val / {spec.num_test} test) "
+        f"at {spec.resolution}x{spec.height} to {out_dir} in {seconds:.2f} s"
+    )
     return 0
 
 

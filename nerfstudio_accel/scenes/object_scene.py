@@ -104,16 +104,46 @@ def build_primitives(seed: int) -> list[Primitive]:
     cube_max = cube_min + 0.28
     cylinder_xy, cylinder_radius, cylinder_z = jitter([-0.4, 0.36]), 0.15, (-0.3, 0.5)
     return [
-        Box(slab_min, slab_max, partial(checker, origin=slab_min, cell=0.2,
-                                        colours=palette([0.9, 0.85, 0.7], [0.2, 0.25, 0.35]), axes=(0, 1))),
-        Sphere(big_center, big_radius, partial(latitude_bands, center=big_center, radius=big_radius,
-                                               colours=palette([0.85, 0.2, 0.15], [0.95, 0.8, 0.2]))),
+        Box(
+            slab_min,
+            slab_max,
+            partial(
+                checker, origin=slab_min, cell=0.2, colours=palette([0.9, 0.85, 0.7], [0.2, 0.25, 0.35]), axes=(0, 1)
+            ),
+        ),
+        Sphere(
+            big_center,
+            big_radius,
+            partial(
+                latitude_bands,
+                center=big_center,
+                radius=big_radius,
+                colours=palette([0.85, 0.2, 0.15], [0.95, 0.8, 0.2]),
+            ),
+        ),
         Sphere(small_center, small_radius, partial(position_gradient, center=small_center, radius=small_radius)),
-        Box(cube_min, cube_max, partial(checker, origin=cube_min, cell=0.07,
-                                        colours=palette([0.15, 0.55, 0.85], [0.9, 0.9, 0.9]), axes=(0, 1, 2))),
-        Cylinder(cylinder_xy, cylinder_radius, *cylinder_z,
-                 texture=partial(spiral_stripes, center_xy=cylinder_xy, z_min=cylinder_z[0],
-                                 colours=palette([0.2, 0.7, 0.3], [0.55, 0.2, 0.65]))),
+        Box(
+            cube_min,
+            cube_max,
+            partial(
+                checker,
+                origin=cube_min,
+                cell=0.07,
+                colours=palette([0.15, 0.55, 0.85], [0.9, 0.9, 0.9]),
+                axes=(0, 1, 2),
+            ),
+        ),
+        Cylinder(
+            cylinder_xy,
+            cylinder_radius,
+            *cylinder_z,
+            texture=partial(
+                spiral_stripes,
+                center_xy=cylinder_xy,
+                z_min=cylinder_z[0],
+                colours=palette([0.2, 0.7, 0.3], [0.55, 0.2, 0.65]),
+            ),
+        ),
     ]
 
 
@@ -186,8 +216,10 @@ def ring_directions(count: int, elevation_deg: float, azimuth_offset: float) -> 
     """
     azimuth = 2.0 * np.pi * (np.arange(count) + azimuth_offset) / max(count, 1)
     elevation = np.radians(elevation_deg)
-    return np.stack([np.cos(elevation) * np.cos(azimuth), np.cos(elevation) * np.sin(azimuth),
-                     np.full(count, np.sin(elevation))], axis=1)
+    return np.stack(
+        [np.cos(elevation) * np.cos(azimuth), np.cos(elevation) * np.sin(azimuth), np.full(count, np.sin(elevation))],
+        axis=1,
+    )
 
 
 def heldout_ring(count: int, elevation_deg: float, avoid: np.ndarray) -> np.ndarray:
@@ -232,8 +264,9 @@ def generate_scene(out_dir: Path, spec: SceneSpec = SceneSpec()) -> Path:
         for index, direction in enumerate(directions):
             camera_to_world = look_at_origin(spec.camera_distance * direction)
             Image.fromarray(render_view(primitives, camera_to_world, spec)).save(split_dir / f"r_{index}.png")
-            frames.append({"file_path": f"./{split}/r_{index}", "rotation": 0.0,
-                           "transform_matrix": camera_to_world.tolist()})
+            frames.append(
+                {"file_path": f"./{split}/r_{index}", "rotation": 0.0, "transform_matrix": camera_to_world.tolist()}
+            )
         transforms = {"camera_angle_x": spec.camera_angle_x, "frames": frames}
         (out_dir / f"transforms_{split}.json").write_text(json.dumps(transforms, indent=2) + "\n")
     return out_dir

@@ -114,7 +114,9 @@ class Cylinder:
         with np.errstate(divide="ignore", invalid="ignore"):
             root = np.sqrt(np.where(discriminant >= 0.0, discriminant, np.nan))
             side = np.stack([(-half_b - root) / a, (-half_b + root) / a])
-            caps = np.stack([(self.z_min - origins[:, 2]) / directions[:, 2], (self.z_max - origins[:, 2]) / directions[:, 2]])
+            caps = np.stack(
+                [(self.z_min - origins[:, 2]) / directions[:, 2], (self.z_max - origins[:, 2]) / directions[:, 2]]
+            )
             side_z = origins[:, 2] + side * directions[:, 2]
             caps_xy = origins[None, :, :2] + caps[..., None] * directions[None, :, :2] - self.center_xy
         side = np.where((side_z >= self.z_min) & (side_z <= self.z_max), side, np.inf)
@@ -135,7 +137,9 @@ class Cylinder:
         return self.texture(points)
 
 
-def checker(points: np.ndarray, origin: np.ndarray, cell: float, colours: np.ndarray, axes: tuple[int, ...]) -> np.ndarray:
+def checker(
+    points: np.ndarray, origin: np.ndarray, cell: float, colours: np.ndarray, axes: tuple[int, ...]
+) -> np.ndarray:
     """Checkerboard over the given axes, cells offset half a cell from origin.
 
     points: (n, 3); origin: (3,); colours: (2, 3). Returns (n, 3).

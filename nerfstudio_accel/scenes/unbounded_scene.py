@@ -58,13 +58,20 @@ class UnboundedSceneSpec(SceneSpec):
         super().__post_init__()
         if not 0.0 < self.arc_degrees <= 360.0:
             raise ValueError(f"arc_degrees must be in (0, 360], got {self.arc_degrees}")
-        if self.elevation_swing_deg < 0 or not 0.0 <= self.elevation_deg - self.elevation_swing_deg \
-                or not self.elevation_deg + self.elevation_swing_deg < 90.0:
-            raise ValueError(f"elevation_deg +- elevation_swing_deg must stay in [0, 90) degrees, got "
-                             f"{self.elevation_deg} +- {self.elevation_swing_deg}")
+        if (
+            self.elevation_swing_deg < 0
+            or not 0.0 <= self.elevation_deg - self.elevation_swing_deg
+            or not self.elevation_deg + self.elevation_swing_deg < 90.0
+        ):
+            raise ValueError(
+                f"elevation_deg +- elevation_swing_deg must stay in [0, 90) degrees, got "
+                f"{self.elevation_deg} +- {self.elevation_swing_deg}"
+            )
         if not self.backdrop_radius > 10.0 * self.camera_distance:
-            raise ValueError(f"backdrop_radius must exceed 10 * camera_distance = {10.0 * self.camera_distance}, "
-                             f"got {self.backdrop_radius}")
+            raise ValueError(
+                f"backdrop_radius must exceed 10 * camera_distance = {10.0 * self.camera_distance}, "
+                f"got {self.backdrop_radius}"
+            )
 
     @property
     def height(self) -> int:
@@ -92,8 +99,9 @@ class GroundPlane:
         return self.texture(points)
 
 
-def _ground_texture(points: np.ndarray, cell: float, near_colours: np.ndarray, far_colours: np.ndarray,
-                    fade_radius: float) -> np.ndarray:
+def _ground_texture(
+    points: np.ndarray, cell: float, near_colours: np.ndarray, far_colours: np.ndarray, fade_radius: float
+) -> np.ndarray:
     """Checkerboard near the object blending into smooth large-scale waves far away.
 
     points: (n, 3); near_colours, far_colours: (2, 3). Returns (n, 3). The checker's weight
@@ -109,8 +117,9 @@ def _ground_texture(points: np.ndarray, cell: float, near_colours: np.ndarray, f
     return near_weight * near + (1.0 - near_weight) * far
 
 
-def _backdrop_texture(points: np.ndarray, radius: float, sky_colours: np.ndarray, hill_colour: np.ndarray,
-                      stripes: int) -> np.ndarray:
+def _backdrop_texture(
+    points: np.ndarray, radius: float, sky_colours: np.ndarray, hill_colour: np.ndarray, stripes: int
+) -> np.ndarray:
     """Sky of vertical stripes brightening towards the zenith above a wavy skyline of hills.
 
     points: (n, 3) on the sphere of the given radius around the origin; sky_colours: (3, 3);
@@ -137,13 +146,27 @@ def build_unbounded_scene(seed: int, backdrop_radius: float = UnboundedSceneSpec
     def palette(*colours: list[float]) -> np.ndarray:
         return np.clip(np.asarray(colours) + rng.uniform(-0.08, 0.08, size=(len(colours), 3)), 0.05, 0.95)
 
-    ground = GroundPlane(GROUND_HEIGHT, partial(
-        _ground_texture, cell=0.4, near_colours=palette([0.75, 0.7, 0.55], [0.35, 0.4, 0.3]),
-        far_colours=palette([0.3, 0.45, 0.25], [0.65, 0.6, 0.4]), fade_radius=4.0))
-    backdrop = Sphere(np.zeros(3), backdrop_radius, partial(
-        _backdrop_texture, radius=backdrop_radius, sky_colours=palette([0.55, 0.7, 0.95], [0.9, 0.85, 0.75],
-                                                                       [0.7, 0.6, 0.85]),
-        hill_colour=palette([0.25, 0.35, 0.3])[0], stripes=24))
+    ground = GroundPlane(
+        GROUND_HEIGHT,
+        partial(
+            _ground_texture,
+            cell=0.4,
+            near_colours=palette([0.75, 0.7, 0.55], [0.35, 0.4, 0.3]),
+            far_colours=palette([0.3, 0.45, 0.25], [0.65, 0.6, 0.4]),
+            fade_radius=4.0,
+        ),
+    )
+    backdrop = Sphere(
+        np.zeros(3),
+        backdrop_radius,
+        partial(
+            _backdrop_texture,
+            radius=backdrop_radius,
+            sky_colours=palette([0.55, 0.7, 0.95], [0.9, 0.85, 0.75], [0.7, 0.6, 0.85]),
+            hill_colour=palette([0.25, 0.35, 0.3])[0],
+            stripes=24,
+        ),
+    )
     return [*build_primitives(seed), ground, backdrop]
 
 
@@ -173,8 +196,9 @@ def world_pixel_rays(camera_to_world: np.ndarray, spec: UnboundedSceneSpec) -> t
     return np.broadcast_to(camera_to_world[:3, 3], directions.shape), directions
 
 
-def render_unbounded_view(primitives: list[Primitive], camera_to_world: np.ndarray,
-                          spec: UnboundedSceneSpec) -> np.ndarray:
+def render_unbounded_view(
+    primitives: list[Primitive], camera_to_world: np.ndarray, spec: UnboundedSceneSpec
+) -> np.ndarray:
     """Render one view: (height, resolution, 3) uint8, each pixel the mean of its s * s sub-rays."""
     origins, directions = world_pixel_rays(camera_to_world, spec)
     radiance = render_rays(primitives, origins, directions)
@@ -194,8 +218,9 @@ def arc_camera_positions(spec: UnboundedSceneSpec) -> np.ndarray:
     fraction = np.arange(count) / (count if full_circle else max(count - 1, 1)) if count > 1 else np.full(1, 0.5)
     azimuth = np.radians(spec.arc_degrees * (fraction - 0.5))
     elevation = np.radians(spec.elevation_deg + spec.elevation_swing_deg * np.sin(3.0 * np.pi * fraction))
-    return spec.camera_distance * np.stack([np.cos(elevation) * np.cos(azimuth), np.cos(elevation) * np.sin(azimuth),
-                                            np.sin(elevation)], axis=1)
+    return spec.camera_distance * np.stack(
+        [np.cos(elevation) * np.cos(azimuth), np.cos(elevation) * np.sin(azimuth), np.sin(elevation)], axis=1
+    )
 
 
 def split_indices(num_train: int, num_val: int, num_test: int) -> dict[str, np.ndarray]:
@@ -207,8 +232,9 @@ def split_indices(num_train: int, num_val: int, num_test: int) -> dict[str, np.n
     """
     count, heldout_count = num_train + num_val + num_test, num_val + num_test
     heldout = np.floor((np.arange(heldout_count) + 0.5) * count / max(heldout_count, 1)).astype(np.int64)
-    is_test = np.floor((np.arange(heldout_count) + 1) * num_test / max(heldout_count, 1)) \
-        > np.floor(np.arange(heldout_count) * num_test / max(heldout_count, 1))
+    is_test = np.floor((np.arange(heldout_count) + 1) * num_test / max(heldout_count, 1)) > np.floor(
+        np.arange(heldout_count) * num_test / max(heldout_count, 1)
+    )
     return {"train": np.setdiff1d(np.arange(count), heldout), "val": heldout[~is_test], "test": heldout[is_test]}
 
 
@@ -237,8 +263,16 @@ def generate_unbounded_scene(out_dir: Path, spec: UnboundedSceneSpec = Unbounded
         frames.append({"file_path": frame_file_path(index), "transform_matrix": camera_to_world.tolist()})
     transforms = {
         "camera_model": "OPENCV",
-        "fl_x": spec.focal, "fl_y": spec.focal, "cx": 0.5 * spec.resolution, "cy": 0.5 * spec.height,
-        "w": spec.resolution, "h": spec.height, "k1": 0.0, "k2": 0.0, "p1": 0.0, "p2": 0.0,
+        "fl_x": spec.focal,
+        "fl_y": spec.focal,
+        "cx": 0.5 * spec.resolution,
+        "cy": 0.5 * spec.height,
+        "w": spec.resolution,
+        "h": spec.height,
+        "k1": 0.0,
+        "k2": 0.0,
+        "p1": 0.0,
+        "p2": 0.0,
         "frames": frames,
     }
     for split, indices in split_indices(spec.num_train, spec.num_val, spec.num_test).items():

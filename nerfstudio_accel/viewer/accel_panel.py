@@ -22,7 +22,6 @@ from nerfstudio_accel.sampling.occupancy import OccupancySampler
 from nerfstudio_accel.viewer import page_camera, scene_overlays
 from nerfstudio_accel.viewer.training_stats import TrainingStats
 
-
 GRID_NODE = "/accel/occupancy_grid"
 PROPOSAL_NODE = "/accel/proposal_samples"
 HARD_NODE = "/accel/hard_samples"
@@ -54,7 +53,11 @@ ROWS: List[Tuple[str, str, str]] = [
 
 def format_eta(seconds: float) -> str:
     seconds = int(round(seconds))
-    return f"{seconds // 3600}h {seconds % 3600 // 60:02d}m" if seconds >= 3600 else f"{seconds // 60}m {seconds % 60:02d}s"
+    return (
+        f"{seconds // 3600}h {seconds % 3600 // 60:02d}m"
+        if seconds >= 3600
+        else f"{seconds // 60}m {seconds % 60:02d}s"
+    )
 
 
 def summary_markdown(values: Dict[str, Union[int, float, str]]) -> str:
@@ -77,8 +80,13 @@ def history_figure(history: List[Tuple[float, float, float]]):
     figure.add_trace(go.Scatter(x=seconds, y=[h[1] for h in history], name="PSNR (dB)", mode="lines"))
     figure.add_trace(go.Scatter(x=seconds, y=[h[2] for h in history], name="loss", mode="lines", yaxis="y2"))
     figure.update_layout(
-        margin=dict(l=30, r=30, t=10, b=30), height=220, showlegend=True, legend=dict(orientation="h", y=-0.25),
-        xaxis=dict(title="training s"), yaxis=dict(title="PSNR"), yaxis2=dict(overlaying="y", side="right", type="log", dtick=1, tickformat=".0e"),
+        margin=dict(l=30, r=30, t=10, b=30),
+        height=220,
+        showlegend=True,
+        legend=dict(orientation="h", y=-0.25),
+        xaxis=dict(title="training s"),
+        yaxis=dict(title="PSNR"),
+        yaxis2=dict(overlaying="y", side="right", type="log", dtick=1, tickformat=".0e"),
     )
     return figure
 
@@ -98,7 +106,12 @@ class AccelPanel:
     """
 
     def __init__(
-        self, server, pipeline, stats: TrainingStats, max_points: int = 20_000, chart_every_seconds: float = 2.0,
+        self,
+        server,
+        pipeline,
+        stats: TrainingStats,
+        max_points: int = 20_000,
+        chart_every_seconds: float = 2.0,
         train_lock: Optional[ContextManager] = None,
     ) -> None:
         self.server, self.pipeline, self.stats, self.max_points = server, pipeline, stats, max_points
@@ -151,7 +164,9 @@ class AccelPanel:
             return
         colours = colours if colours is not None else (255, 160, 0)
         self.nodes[name] = self.server.scene.add_point_cloud(
-            name, points=points.numpy().astype(np.float32) * VISER_NERFSTUDIO_SCALE_RATIO, colors=colours,
+            name,
+            points=points.numpy().astype(np.float32) * VISER_NERFSTUDIO_SCALE_RATIO,
+            colors=colours,
             point_size=0.5 * width * VISER_NERFSTUDIO_SCALE_RATIO,
         )
 

@@ -73,7 +73,11 @@ def orbited(camera_to_world: Float[Tensor, "3 4"], pivot: Float[Tensor, "3"], ra
 
 
 def open_pages_at(
-    server, camera_to_world: Float[Tensor, "3 4"], fov: float, centre: Float[Tensor, "3"], step_aside_radians: float = math.radians(8.0)
+    server,
+    camera_to_world: Float[Tensor, "3 4"],
+    fov: float,
+    centre: Float[Tensor, "3"],
+    step_aside_radians: float = math.radians(8.0),
 ) -> None:
     """On each new page's first camera message, move its camera to ``camera_to_world`` (world units),
     turned by ``step_aside_radians`` about the view axis' point nearest ``centre`` (clear of the camera's

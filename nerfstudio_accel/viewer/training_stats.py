@@ -59,8 +59,15 @@ class TrainingStats:
     step: int = -1
     training_seconds: float = 0.0
 
-    def record(self, step: int, seconds: float, loss: float, metrics: Mapping[str, Number],
-               sampling: Optional[Mapping[str, Number]] = None, training_seconds: Optional[float] = None) -> None:
+    def record(
+        self,
+        step: int,
+        seconds: float,
+        loss: float,
+        metrics: Mapping[str, Number],
+        sampling: Optional[Mapping[str, Number]] = None,
+        training_seconds: Optional[float] = None,
+    ) -> None:
         """Add a step that took ``seconds`` (its own compute, viewer renders excluded) with its metrics
         (Python numbers) and the model's sampling figures, if it has them (``candidates``, ``kept``,
         ``alpha_culled`` sample counts and the grid's ``occupied_fraction``). ``training_seconds``: the
@@ -103,7 +110,9 @@ class TrainingStats:
             "precision": self.precision,
             "loss_scale": latest.get("loss_scale", float("nan")),
             "skipped_steps": int(latest.get("skipped_steps", 0)),
-            "eta_seconds": max(self.max_steps - 1 - self.step, 0) * (seconds / len(self.steps)) if self.steps else float("nan"),
+            "eta_seconds": max(self.max_steps - 1 - self.step, 0) * (seconds / len(self.steps))
+            if self.steps
+            else float("nan"),
         }
         for metric, name in MINING_KEYS.items():
             if metric in latest:

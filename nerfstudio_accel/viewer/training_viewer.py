@@ -28,7 +28,9 @@ class TrainingViewer:
         viewer_state: nerfstudio's ``Viewer``, whose Train Util :meth:`before_update` sets from ``control_panel``.
     """
 
-    def __init__(self, pipeline, panel: Optional[AccelPanel], panel_every: int, viewer_state=None, control_panel=None) -> None:
+    def __init__(
+        self, pipeline, panel: Optional[AccelPanel], panel_every: int, viewer_state=None, control_panel=None
+    ) -> None:
         self.pipeline, self.panel, self.panel_every = pipeline, panel, panel_every
         self.viewer_state, self.control_panel = viewer_state, control_panel
         self.training_seconds = 0.0
@@ -36,8 +38,14 @@ class TrainingViewer:
 
     @classmethod
     def attach(
-        cls, viewer_state, pipeline, device_type: str, opens_at_training_camera: bool, panel_every: int,
-        stats: TrainingStats, train_lock: ContextManager,
+        cls,
+        viewer_state,
+        pipeline,
+        device_type: str,
+        opens_at_training_camera: bool,
+        panel_every: int,
+        stats: TrainingStats,
+        train_lock: ContextManager,
     ) -> "TrainingViewer":
         """Set nerfstudio's viewer up for this run: the CPU render preset (``device_type`` cpu), pages opening
         beside the first training camera, an Accel panel refreshed every ``panel_every`` steps (0: none)
@@ -69,6 +77,11 @@ class TrainingViewer:
             return
         metrics = {name: float(value) for name, value in metrics_dict.items() if torch.as_tensor(value).numel() == 1}
         self.panel.stats.record(
-            step, seconds, float(loss), metrics, self.pipeline.model.sampling_figures(), training_seconds=self.training_seconds
+            step,
+            seconds,
+            float(loss),
+            metrics,
+            self.pipeline.model.sampling_figures(),
+            training_seconds=self.training_seconds,
         )
         self.panel.refresh()

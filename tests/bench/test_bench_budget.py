@@ -43,7 +43,9 @@ def test_graph_bytes_are_measured_in_the_training_precision(tiny_scene, tmp_path
     bytes_by_precision = {}
     for precision in ("fp32", "bf16"):
         torch.manual_seed(0)
-        trainer = make_trainer(tiny_scene, tmp_path / precision, precision=precision, pipeline={"min_hard_fraction": 1.0})
+        trainer = make_trainer(
+            tiny_scene, tmp_path / precision, precision=precision, pipeline={"min_hard_fraction": 1.0}
+        )
         run_steps(trainer, 0, 1)  # with the first grid update
         torch.manual_seed(1)
         bytes_by_precision[precision] = training_graph_bytes(trainer, step=1)
@@ -69,7 +71,13 @@ def test_a_step_the_trainer_skips_does_not_fail_the_run(tiny_scene, tmp_path):
 
 
 def test_evenly_spaced_views_take_first_and_last_and_never_repeat():
-    assert evenly_spaced_views(5, 20) == [0, 5, 10, 14, 19]  # round(linspace(0, 19, 5)) = round(0, 4.75, 9.5, 14.25, 19)
+    assert evenly_spaced_views(5, 20) == [
+        0,
+        5,
+        10,
+        14,
+        19,
+    ]  # round(linspace(0, 19, 5)) = round(0, 4.75, 9.5, 14.25, 19)
     assert evenly_spaced_views(3, 25) == [0, 12, 24]
     assert evenly_spaced_views(1, 20) == [0]
     assert evenly_spaced_views(None, 4) == evenly_spaced_views(4, 4) == evenly_spaced_views(9, 4) == [0, 1, 2, 3]

@@ -52,7 +52,9 @@ def test_tiny_budget_bench_writes_results_table_and_plot(tiny_scene: Path, tmp_p
         assert run["peak_memory_kind"] == "process_peak_rss" and run["peak_memory_mb"] > 0 and run["graph_mb"] > 0
         assert 0.0 < run["hard_mining_fraction"] <= 1.0 and run["rays_per_second"] > 0 and run["samples_per_step"] > 0
         # --eval-views 1: points before the last score 1 of the 2 test views, the last scores both.
-        assert [(point["views"], point["views_total"]) for point in run["curve"]] == [(1, 2)] * (len(run["curve"]) - 1) + [(2, 2)]
+        assert [(point["views"], point["views_total"]) for point in run["curve"]] == [(1, 2)] * (
+            len(run["curve"]) - 1
+        ) + [(2, 2)]
         assert all(point["num_samples_per_ray"] > 0 for point in run["curve"])
     results = ngp["results"]
     assert 5.0 < results["psnr"] < 60.0 and 0.0 < results["ssim"] <= 1.0
@@ -67,7 +69,12 @@ def test_tiny_budget_bench_writes_results_table_and_plot(tiny_scene: Path, tmp_p
     assert "error: sampler backend 'nerfacc' cannot run here" in log and "Saving checkpoints to" not in log
 
     table = (out / "results.md").read_text()
-    for line in ("| `accel-ngp` |", "| `instant-ngp` |", f"| `{NERFACC_ON_CPU}` |", "unsupported: nerfstudio's instant-ngp"):
+    for line in (
+        "| `accel-ngp` |",
+        "| `instant-ngp` |",
+        f"| `{NERFACC_ON_CPU}` |",
+        "unsupported: nerfstudio's instant-ngp",
+    ):
         assert line in table
     assert f"{results['psnr']:.2f}" in table
     with Image.open(out / "psnr_vs_time.png") as image:
@@ -77,7 +84,11 @@ def test_tiny_budget_bench_writes_results_table_and_plot(tiny_scene: Path, tmp_p
 
 def test_missing_required_argument_is_one_line(capsys, tiny_scene: Path):
     code, err = bench_error(capsys, ["--data", str(tiny_scene), "--methods", "accel-ngp"])
-    assert code == 2 and err.strip() == "ns-accel-bench: error: the following arguments are required: --out (see ns-accel-bench --help)"
+    assert (
+        code == 2
+        and err.strip()
+        == "ns-accel-bench: error: the following arguments are required: --out (see ns-accel-bench --help)"
+    )
 
 
 @pytest.mark.parametrize(
@@ -87,13 +98,18 @@ def test_missing_required_argument_is_one_line(capsys, tiny_scene: Path):
         (["--budget-seconds", "nan"], "--budget-seconds must be positive, got nan"),
         (["--repeats", "0"], "--repeats must be at least 1, got 0"),
         (["--eval-views", "0"], "--eval-views must be at least 1, got 0"),
-        (["--dataparser", "colmpa"], "argument --dataparser: invalid choice: 'colmpa' (choose from 'auto', 'blender-data', 'nerfstudio-data', 'colmap')"),
+        (
+            ["--dataparser", "colmpa"],
+            "argument --dataparser: invalid choice: 'colmpa' (choose from 'auto', 'blender-data', 'nerfstudio-data', 'colmap')",
+        ),
         (["--downscale", "0.5"], "--downscale must be at least 1"),
         (["--device", "tpu"], "argument --device: invalid choice: 'tpu'"),
     ],
 )
 def test_bad_numbers_and_choices_are_one_line(capsys, tiny_scene: Path, tmp_path: Path, extra, message):
-    code, err = bench_error(capsys, ["--data", str(tiny_scene), "--methods", "accel-ngp", "--out", str(tmp_path), *extra])
+    code, err = bench_error(
+        capsys, ["--data", str(tiny_scene), "--methods", "accel-ngp", "--out", str(tmp_path), *extra]
+    )
     assert code == 2 and message in err and len(err.strip().splitlines()) == 1
 
 
@@ -112,8 +128,14 @@ def test_bad_methods_stop_before_training_with_one_line(capsys, tiny_scene: Path
 
 
 def test_bad_data_folder_is_one_line(capsys, tmp_path: Path):
-    code, err = bench_error(capsys, ["--data", str(tmp_path / "nope"), "--methods", "accel-ngp", "--out", str(tmp_path / "out")])
-    assert code == 2 and err.strip() == f"ns-accel-bench: error: --data {tmp_path / 'nope'} is not a folder; point it at a scene (Blender, nerfstudio or COLMAP format)"
+    code, err = bench_error(
+        capsys, ["--data", str(tmp_path / "nope"), "--methods", "accel-ngp", "--out", str(tmp_path / "out")]
+    )
+    assert (
+        code == 2
+        and err.strip()
+        == f"ns-accel-bench: error: --data {tmp_path / 'nope'} is not a folder; point it at a scene (Blender, nerfstudio or COLMAP format)"
+    )
 
 
 def test_bad_scene_files_stop_the_bench_before_training(capsys, tiny_scene: Path, tmp_path: Path):
@@ -122,7 +144,12 @@ def test_bad_scene_files_stop_the_bench_before_training(capsys, tiny_scene: Path
     shutil.copytree(tiny_scene, scene)
     (scene / "test" / "r_1.png").write_bytes(b"not a PNG")
     code, err = bench_error(capsys, ["--data", str(scene), "--methods", "nerfacto", "--out", str(tmp_path / "out")])
-    assert code == 2 and "cannot be decoded" in err and str(scene / "test" / "r_1.png") in err and len(err.strip().splitlines()) == 1
+    assert (
+        code == 2
+        and "cannot be decoded" in err
+        and str(scene / "test" / "r_1.png") in err
+        and len(err.strip().splitlines()) == 1
+    )
     assert not (tmp_path / "out").exists()
 
 
@@ -146,7 +173,25 @@ def test_eval_views_reach_the_worker_request_and_the_report(capsys, monkeypatch,
     requests: List[Dict] = []
     monkeypatch.setattr(cli, "run_worker", fake_worker(requests))
     out = tmp_path / "out"
-    assert main(["--data", str(tiny_scene), "--methods", "accel-ngp", "--eval-views", "1", "--budget-seconds", "1", "--device", "cpu", "--out", str(out)]) == 0
+    assert (
+        main(
+            [
+                "--data",
+                str(tiny_scene),
+                "--methods",
+                "accel-ngp",
+                "--eval-views",
+                "1",
+                "--budget-seconds",
+                "1",
+                "--device",
+                "cpu",
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
     assert [request["eval_views"] for request in requests] == [1]
     assert "(1 of 2 views)" in capsys.readouterr().err  # the evaluation's progress line
     saved = json.loads((out / "results.json").read_text())
@@ -155,12 +200,28 @@ def test_eval_views_reach_the_worker_request_and_the_report(capsys, monkeypatch,
     assert "10.00 @ 0 s (3), psnr on 1 of 2 views |" in table and "12.00 @ 1 s (6) |" in table
     assert "samples/ray" in table and "| 6.5 |" in table
     requests.clear()
-    main(["--data", str(tiny_scene), "--methods", "accel-ngp", "--budget-seconds", "1", "--device", "cpu", "--out", str(out), "--overwrite"])
+    main(
+        [
+            "--data",
+            str(tiny_scene),
+            "--methods",
+            "accel-ngp",
+            "--budget-seconds",
+            "1",
+            "--device",
+            "cpu",
+            "--out",
+            str(out),
+            "--overwrite",
+        ]
+    )
     assert requests[0]["eval_views"] is None  # default: every view at every evaluation
 
 
 def test_colmap_is_a_dataparser_choice(tmp_path: Path):
-    args = parse_arguments(["--data", str(tmp_path), "--methods", "accel-ngp", "--dataparser", "colmap", "--out", str(tmp_path / "out")])
+    args = parse_arguments(
+        ["--data", str(tmp_path), "--methods", "accel-ngp", "--dataparser", "colmap", "--out", str(tmp_path / "out")]
+    )
     assert args.dataparser == "colmap" and args.eval_views is None
 
 
@@ -173,10 +234,14 @@ def test_existing_results_are_kept_without_overwrite(capsys, tiny_scene: Path, t
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the message given when no CUDA device is present")
 def test_cuda_without_a_gpu_is_one_line(capsys, tiny_scene: Path, tmp_path: Path):
-    code, err = bench_error(capsys, ["--data", str(tiny_scene), "--methods", "accel-ngp", "--device", "cuda", "--out", str(tmp_path)])
+    code, err = bench_error(
+        capsys, ["--data", str(tiny_scene), "--methods", "accel-ngp", "--device", "cuda", "--out", str(tmp_path)]
+    )
     assert code == 2 and "torch sees no CUDA device" in err and len(err.strip().splitlines()) == 1
 
 
 def test_console_script_reports_bad_input_in_one_line(run_cli, tmp_path: Path):
-    code, stdout, stderr = run_cli("ns-accel-bench", "--data", tmp_path / "nope", "--methods", "accel-ngp", "--out", tmp_path / "out")
+    code, stdout, stderr = run_cli(
+        "ns-accel-bench", "--data", tmp_path / "nope", "--methods", "accel-ngp", "--out", tmp_path / "out"
+    )
     assert code == 2 and stderr.strip().startswith("ns-accel-bench: error: --data") and "Traceback" not in stderr

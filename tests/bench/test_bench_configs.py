@@ -21,7 +21,9 @@ from nerfstudio_accel.bench.configs import (
 
 
 def test_method_entries_split_on_commas_with_flags_after_a_colon():
-    specs = parse_methods(["accel-ngp,accel-ngp:--pipeline.hard-mining=False", "nerfacto:--precision bf16 --pipeline.hard-mining False"])
+    specs = parse_methods(
+        ["accel-ngp,accel-ngp:--pipeline.hard-mining=False", "nerfacto:--precision bf16 --pipeline.hard-mining False"]
+    )
     assert [spec.name for spec in specs] == ["accel-ngp", "accel-ngp", "nerfacto"]
     assert specs[0].flags == ()
     assert specs[1].flags == ("--pipeline.hard-mining=False",)
@@ -58,18 +60,28 @@ def test_dataparser_follows_the_scene_files(tiny_scene: Path, tmp_path: Path):
         resolve_dataparser(tmp_path, "auto")
     with pytest.raises(BenchError, match="not a folder"):
         resolve_dataparser(tmp_path / "missing", "auto")
-    with pytest.raises(BenchError, match="no COLMAP model .* in colmap/sparse/0, sparse/0, sparse, which --dataparser colmap reads"):
+    with pytest.raises(
+        BenchError, match="no COLMAP model .* in colmap/sparse/0, sparse/0, sparse, which --dataparser colmap reads"
+    ):
         resolve_dataparser(captured, "colmap")
 
 
-def colmap_folder(root: Path, model: str = "sparse/0", prescaled: tuple = (), photos: tuple = ("a.jpg", "b.jpg"), registered: bool = True) -> Path:
+def colmap_folder(
+    root: Path,
+    model: str = "sparse/0",
+    prescaled: tuple = (),
+    photos: tuple = ("a.jpg", "b.jpg"),
+    registered: bool = True,
+) -> Path:
     """A COLMAP-layout folder as far as the bench looks before training: a text model registering ``photos``
     (without ``registered``, a bare cameras.bin) and the photos in images/ (and images_N/ for each N in
     ``prescaled``)."""
     (root / model).mkdir(parents=True)
     if registered:
         (root / model / "cameras.txt").write_text("1 PINHOLE 4 4 2 2 2 2\n")
-        (root / model / "images.txt").write_text("".join(f"{index + 1} 1 0 0 0 0 0 0 1 {name}\n\n" for index, name in enumerate(photos)))
+        (root / model / "images.txt").write_text(
+            "".join(f"{index + 1} 1 0 0 0 0 0 0 1 {name}\n\n" for index, name in enumerate(photos))
+        )
     else:
         (root / model / "cameras.bin").write_bytes(b"")
     for folder in ("images", *(f"images_{factor}" for factor in prescaled)):
@@ -87,20 +99,31 @@ def test_colmap_scenes_are_found_with_the_model_where_colmap_wrote_it(tmp_path: 
     spec = MethodSpec.parse("accel-ngp")
     config = build_config(spec, mipnerf_like, "colmap", 4.0, "cpu", 0, tmp_path)
     parser = config.pipeline.datamanager.dataparser
-    assert isinstance(parser, ColmapDataParserConfig) and parser.data == mipnerf_like and parser.colmap_path == Path("sparse/0")
+    assert (
+        isinstance(parser, ColmapDataParserConfig)
+        and parser.data == mipnerf_like
+        and parser.colmap_path == Path("sparse/0")
+    )
     # --downscale 4 with images_4/ there: the parser reads those (ns-train ... colmap --downscale-factor 4); no resize on top.
     assert parser.downscale_factor == 4 and config.pipeline.datamanager.camera_res_scale_factor == 1.0
     # Without images_2/, --downscale 2 resizes the originals on load; the parser's own factor is pinned to 1.
     config = build_config(spec, mipnerf_like, "colmap", 2.0, "cpu", 0, tmp_path)
-    assert config.pipeline.datamanager.dataparser.downscale_factor == 1 and config.pipeline.datamanager.camera_res_scale_factor == 0.5
+    assert (
+        config.pipeline.datamanager.dataparser.downscale_factor == 1
+        and config.pipeline.datamanager.camera_res_scale_factor == 0.5
+    )
     processed = colmap_folder(tmp_path / "processed", "colmap/sparse/0")
-    assert build_config(spec, processed, "colmap", 1.0, "cpu", 0, tmp_path).pipeline.datamanager.dataparser.colmap_path == Path("colmap/sparse/0")
+    assert build_config(
+        spec, processed, "colmap", 1.0, "cpu", 0, tmp_path
+    ).pipeline.datamanager.dataparser.colmap_path == Path("colmap/sparse/0")
 
 
 def test_downscale_maps_to_the_parsers_own_factor_only_where_its_images_exist(tiny_scene: Path, tmp_path: Path):
     capture = tmp_path / "capture"
     (capture / "images_2").mkdir(parents=True)
-    (capture / "transforms.json").write_text(json.dumps({"frames": [{"file_path": "images/a.png"}, {"file_path": "images/b.png"}]}))
+    (capture / "transforms.json").write_text(
+        json.dumps({"frames": [{"file_path": "images/a.png"}, {"file_path": "images/b.png"}]})
+    )
     (capture / "images_2" / "a.png").write_bytes(b"")
     assert prescaled_factor(capture, "nerfstudio-data", 2.0) == 1  # b.png is not downscaled
     (capture / "images_2" / "b.png").write_bytes(b"")
@@ -108,7 +131,10 @@ def test_downscale_maps_to_the_parsers_own_factor_only_where_its_images_exist(ti
     assert prescaled_factor(capture, "nerfstudio-data", 2.5) == prescaled_factor(capture, "nerfstudio-data", 1.0) == 1
     assert prescaled_factor(tiny_scene, "blender-data", 2.0) == 1
     config = build_config(MethodSpec.parse("nerfacto"), capture, "nerfstudio-data", 2.0, "cpu", 0, tmp_path)
-    assert config.pipeline.datamanager.dataparser.downscale_factor == 2 and config.pipeline.datamanager.camera_res_scale_factor == 1.0
+    assert (
+        config.pipeline.datamanager.dataparser.downscale_factor == 2
+        and config.pipeline.datamanager.camera_res_scale_factor == 1.0
+    )
 
 
 def test_colmap_prescaled_factor_looks_only_at_the_photos_the_model_registers(tmp_path: Path):
@@ -162,7 +188,12 @@ def test_config_is_ns_trains_with_the_entry_flags_and_bench_settings(tiny_scene:
     assert config.pipeline.datamanager.camera_res_scale_factor == 0.25
     assert config.vis == "tensorboard"
     # The registered config is not touched: a second entry of the same method starts from ns-train's defaults.
-    assert build_config(MethodSpec.parse("accel-ngp"), tiny_scene, "blender-data", 1.0, "cpu", 7, tmp_path).pipeline.hard_mining is True
+    assert (
+        build_config(
+            MethodSpec.parse("accel-ngp"), tiny_scene, "blender-data", 1.0, "cpu", 7, tmp_path
+        ).pipeline.hard_mining
+        is True
+    )
 
 
 @pytest.mark.parametrize(
@@ -182,7 +213,9 @@ def test_unknown_methods_and_bad_flags_give_one_line(entry: str, message: str, t
 
 def test_cuda_only_methods_are_unsupported_off_cuda(tiny_scene: Path, tmp_path: Path):
     def reason(name: str, device: str):
-        return unsupported_reason(build_config(MethodSpec.parse(name), tiny_scene, "blender-data", 1.0, device, 0, tmp_path), device)
+        return unsupported_reason(
+            build_config(MethodSpec.parse(name), tiny_scene, "blender-data", 1.0, device, 0, tmp_path), device
+        )
 
     assert "CUDA device" in reason("instant-ngp", "cpu")
     assert "CUDA device" in reason("splatfacto", "mps")

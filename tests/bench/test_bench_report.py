@@ -64,7 +64,9 @@ def test_failed_and_unsupported_methods_keep_a_row_with_the_reason():
 
 
 def test_table_shows_median_with_min_max(tmp_path: Path):
-    entry = summarize_method(MethodSpec.parse("m"), "tiny", [fake_run(1, 30.0, 10.0), fake_run(2, 28.0, 20.0), fake_run(3, 31.0, 12.5)])
+    entry = summarize_method(
+        MethodSpec.parse("m"), "tiny", [fake_run(1, 30.0, 10.0), fake_run(2, 28.0, 20.0), fake_run(3, 31.0, 12.5)]
+    )
     row = next(line for line in markdown_table(META, [entry]).splitlines() if line.startswith("| `m`"))
     assert "30.00 (28.00–31.00)" in row and "12.5 (10.0–20.0)" in row and "0.900 |" in row
 
@@ -104,8 +106,12 @@ def test_samples_per_ray_and_partial_evaluations_are_shown():
     header = next(line for line in table.splitlines() if line.startswith("| method | steps"))
     cells = {name: index for index, name in enumerate(part.strip() for part in header.split("|"))}
     results_table = table.split("PSNR (dB) against training time")[0]
-    rows = {line.split("|")[1].strip(): line.split("|") for line in results_table.splitlines() if line.startswith("| `")}
-    assert rows["`m`"][cells["samples/ray"]].strip() == "12.2" and rows["`nerfacto`"][cells["samples/ray"]].strip() == "—"
+    rows = {
+        line.split("|")[1].strip(): line.split("|") for line in results_table.splitlines() if line.startswith("| `")
+    }
+    assert (
+        rows["`m`"][cells["samples/ray"]].strip() == "12.2" and rows["`nerfacto`"][cells["samples/ray"]].strip() == "—"
+    )
     assert rows["`m`"][cells["train rays/s"]].strip() == "4096"
     assert "28.00 @ 0 s (5), psnr on 5 of 20 views |" in table and "30.00 @ 1 s (10) |" in table
     assert "score 5 evenly spaced test views" in table

@@ -9,13 +9,19 @@ from pathlib import Path
 
 import pytest
 import torch
-from PIL import Image
 from nerfstudio.data.datamanagers.base_datamanager import variable_res_collate
 from nerfstudio.data.dataparsers.nerfstudio_dataparser import NerfstudioDataParserConfig
 from nerfstudio.data.pixel_samplers import PatchPixelSamplerConfig, PixelSamplerConfig
+from PIL import Image
 
 from accel_test_helpers import make_trainer, run_steps
-from nerfstudio_accel.scenes.object_scene import SceneSpec, build_primitives, look_at_origin, render_view, train_directions
+from nerfstudio_accel.scenes.object_scene import (
+    SceneSpec,
+    build_primitives,
+    look_at_origin,
+    render_view,
+    train_directions,
+)
 
 SQUARE = SceneSpec(resolution=24, supersample=1)
 """Views are rendered 24x24 and cropped to landscape 24x16 or portrait 16x24 (the principal point moves)."""
@@ -36,10 +42,18 @@ def mixed_capture(tmp_path_factory) -> Path:
         file_path = f"images/frame_{index + 1:05d}.png"
         Image.fromarray(photo).save(root / file_path)
         height, width = photo.shape[:2]
-        frames.append({
-            "file_path": file_path, "transform_matrix": camera_to_world.tolist(), "w": width, "h": height,
-            "fl_x": SQUARE.focal, "fl_y": SQUARE.focal, "cx": 12.0 if landscape else 8.0, "cy": 8.0 if landscape else 12.0,
-        })
+        frames.append(
+            {
+                "file_path": file_path,
+                "transform_matrix": camera_to_world.tolist(),
+                "w": width,
+                "h": height,
+                "fl_x": SQUARE.focal,
+                "fl_y": SQUARE.focal,
+                "cx": 12.0 if landscape else 8.0,
+                "cy": 8.0 if landscape else 12.0,
+            }
+        )
     (root / "transforms.json").write_text(json.dumps({"frames": frames}))
     return root
 
@@ -79,7 +93,9 @@ def test_every_size_the_sizing_sets_is_drawn_exactly(mixed_capture, tmp_path, pa
     own sampler for this capture (plain, or patches) draws exactly, and so are the sizes the datamanager's
     train and eval samplers hold after it; odd sizes from the config and the first step's estimate too."""
     trainer = mixed_trainer(
-        mixed_capture, tmp_path, setup=False,
+        mixed_capture,
+        tmp_path,
+        setup=False,
         pipeline={"max_num_samples_per_ray": 963},  # the first step's estimate: 2^14 // 963 = 17 rays
     )
     trainer.config.pipeline.datamanager.patch_size = patch_size
@@ -93,7 +109,10 @@ def test_every_size_the_sizing_sets_is_drawn_exactly(mixed_capture, tmp_path, pa
     def drawn(sampler, image_batch) -> int:
         return sampler.sample(image_batch)["image"].shape[0]
 
-    for sampler, image_batch in ((datamanager.train_pixel_sampler, train_batch), (datamanager.eval_pixel_sampler, eval_batch)):
+    for sampler, image_batch in (
+        (datamanager.train_pixel_sampler, train_batch),
+        (datamanager.eval_pixel_sampler, eval_batch),
+    ):
         assert drawn(sampler, image_batch) == sampler.num_rays_per_batch > 0
     sizes = set()
     for rays, samples in [(17, 16384), (64, 1000), (100, 3001), (333, 7777), (4095, 16383), (513, 99999), (1, 3)]:
@@ -102,7 +121,11 @@ def test_every_size_the_sizing_sets_is_drawn_exactly(mixed_capture, tmp_path, pa
         size = pipeline.dynamic_num_rays_per_batch
         sizes.add(size)
         assert drawn(reference.setup(num_rays_per_batch=size), train_batch) == size
-        assert drawn(datamanager.train_pixel_sampler, train_batch) == datamanager.train_pixel_sampler.num_rays_per_batch == size
+        assert (
+            drawn(datamanager.train_pixel_sampler, train_batch)
+            == datamanager.train_pixel_sampler.num_rays_per_batch
+            == size
+        )
         assert drawn(datamanager.eval_pixel_sampler, eval_batch) == datamanager.eval_pixel_sampler.num_rays_per_batch
     assert len(sizes) > 3
     datamanager.close()

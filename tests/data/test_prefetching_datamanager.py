@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-import random
 import gc
+import random
 import time
 
 import pytest
@@ -13,7 +13,9 @@ from accel_test_helpers import make_trainer, run_steps
 from nerfstudio_accel.data.prefetching_datamanager import BatchPrefetcher, tensors_in
 
 
-def trainer_with_prefetch(scene, output_dir, prefetch_batches: int, seed: int = 5, patch_size: int = 1, **trainer_overrides):
+def trainer_with_prefetch(
+    scene, output_dir, prefetch_batches: int, seed: int = 5, patch_size: int = 1, **trainer_overrides
+):
     random.seed(seed)  # as nerfstudio's train_loop seeds each rank before building the trainer (python's
     torch.manual_seed(seed)  # generator orders the cached images, torch's seeds the pixel sampler)
     trainer = make_trainer(scene, output_dir, setup=False, **trainer_overrides)
@@ -40,7 +42,9 @@ def test_prefetched_batches_are_the_plain_batches_in_order(tiny_scene, tmp_path,
             assert batch_plain.keys() == batch_ahead.keys()
             for key in batch_plain:
                 assert torch.equal(batch_plain[key], batch_ahead[key]), (step, key)
-            assert torch.equal(rays_plain.origins, rays_ahead.origins) and torch.equal(rays_plain.directions, rays_ahead.directions)
+            assert torch.equal(rays_plain.origins, rays_ahead.origins) and torch.equal(
+                rays_plain.directions, rays_ahead.directions
+            )
             assert rays_plain.origins.shape[0] == 96
         assert ahead._prefetcher is not None and ahead._prefetcher.running
         assert plain._prefetcher is None
@@ -116,7 +120,13 @@ def test_tensors_in_finds_every_tensor_of_a_batch(tiny_scene, tmp_path):
     RayBundle and its ground-truth dict finds them all."""
     ray_bundle, batch = trainer_with_prefetch(tiny_scene, tmp_path, 0).pipeline.datamanager.next_train(0)
     found = {id(tensor) for tensor in tensors_in((ray_bundle, batch))}
-    expected = [ray_bundle.origins, ray_bundle.directions, ray_bundle.pixel_area, ray_bundle.camera_indices, *batch.values()]
+    expected = [
+        ray_bundle.origins,
+        ray_bundle.directions,
+        ray_bundle.pixel_area,
+        ray_bundle.camera_indices,
+        *batch.values(),
+    ]
     assert all(id(tensor) in found for tensor in expected)
 
 

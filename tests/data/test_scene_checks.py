@@ -15,7 +15,13 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from nerfstudio_accel.data.scene_checks import SceneFacts, check_colmap_scene, check_nerfstudio_scene, check_scene, find_colmap_model
+from nerfstudio_accel.data.scene_checks import (
+    SceneFacts,
+    check_colmap_scene,
+    check_nerfstudio_scene,
+    check_scene,
+    find_colmap_model,
+)
 from nerfstudio_accel.errors import SceneDataError
 from nerfstudio_accel.scenes.object_scene import SceneSpec, generate_scene
 from nerfstudio_accel.scenes.unbounded_scene import UnboundedSceneSpec, generate_unbounded_scene
@@ -34,7 +40,11 @@ def colmap_scene(blender_scene: Path, out: Path, model_folder: str = "sparse/0",
     (out / "images").mkdir(parents=True)
     width, height = Image.open(blender_scene / (meta["frames"][0]["file_path"] + ".png")).size
     focal = 0.5 * width / np.tan(0.5 * meta["camera_angle_x"])
-    cameras = {1: colmap.Camera(id=1, model="PINHOLE", width=width, height=height, params=np.array([focal, focal, width / 2, height / 2]))}
+    cameras = {
+        1: colmap.Camera(
+            id=1, model="PINHOLE", width=width, height=height, params=np.array([focal, focal, width / 2, height / 2])
+        )
+    }
     images = {}
     for image_id, frame in enumerate(meta["frames"], start=1):
         name = Path(frame["file_path"]).name + ".png"
@@ -46,7 +56,16 @@ def colmap_scene(blender_scene: Path, out: Path, model_folder: str = "sparse/0",
             id=image_id, qvec=colmap.rotmat2qvec(w2c[:3, :3]), tvec=w2c[:3, 3], camera_id=1, name=name,
             xys=np.zeros((1, 2)), point3D_ids=np.array([1]),
         )  # fmt: skip
-    points = {1: colmap.Point3D(id=1, xyz=np.zeros(3), rgb=np.array([128, 128, 128]), error=0.5, image_ids=np.array([1]), point2D_idxs=np.array([0]))}
+    points = {
+        1: colmap.Point3D(
+            id=1,
+            xyz=np.zeros(3),
+            rgb=np.array([128, 128, 128]),
+            error=0.5,
+            image_ids=np.array([1]),
+            point2D_idxs=np.array([0]),
+        )
+    }
     (out / model_folder).mkdir(parents=True)
     colmap.write_model(cameras, images, points, out / model_folder, ext=ext)
     return out
@@ -57,7 +76,10 @@ def capture_without_intrinsics(blender_scene: Path, out: Path) -> Path:
     keeping instant-ngp's camera_angle_x, which nerfstudio-data does not read."""
     meta = json.loads((blender_scene / "transforms_train.json").read_text())
     shutil.copytree(blender_scene / "train", out / "train")
-    frames = [{"file_path": frame["file_path"] + ".png", "transform_matrix": frame["transform_matrix"]} for frame in meta["frames"]]
+    frames = [
+        {"file_path": frame["file_path"] + ".png", "transform_matrix": frame["transform_matrix"]}
+        for frame in meta["frames"]
+    ]
     (out / "transforms.json").write_text(json.dumps({"camera_angle_x": meta["camera_angle_x"], "frames": frames}))
     return out
 
@@ -85,9 +107,13 @@ def test_ns_train_colmap_folder_without_sparse_0_is_one_line(run_cli, tiny_scene
     (scene / "sparse").mkdir()
     shutil.copy(tiny_scene / "train" / "r_0.png", scene / "images" / "r_0.png")
 
-    code, out, err = run_cli("ns-train", "accel-ngp", *NS_TRAIN_FLAGS, "--output-dir", tmp_path / "out", "colmap", "--data", scene)
+    code, out, err = run_cli(
+        "ns-train", "accel-ngp", *NS_TRAIN_FLAGS, "--output-dir", tmp_path / "out", "colmap", "--data", scene
+    )
 
-    line = assert_one_line_error(code, out, err, str(scene / "colmap" / "sparse" / "0"), "--colmap-path", "ns-process-data")
+    line = assert_one_line_error(
+        code, out, err, str(scene / "colmap" / "sparse" / "0"), "--colmap-path", "ns-process-data"
+    )
     print(line)
     assert not (tmp_path / "out").exists() or not list((tmp_path / "out").rglob("*.ckpt"))
 
@@ -95,9 +121,13 @@ def test_ns_train_colmap_folder_without_sparse_0_is_one_line(run_cli, tiny_scene
 def test_ns_train_transforms_without_intrinsics_is_one_line(run_cli, tiny_scene: Path, tmp_path: Path):
     scene = capture_without_intrinsics(tiny_scene, tmp_path / "capture")
 
-    code, out, err = run_cli("ns-train", "accel-ngp", *NS_TRAIN_FLAGS, "--output-dir", tmp_path / "out", "nerfstudio-data", "--data", scene)
+    code, out, err = run_cli(
+        "ns-train", "accel-ngp", *NS_TRAIN_FLAGS, "--output-dir", tmp_path / "out", "nerfstudio-data", "--data", scene
+    )
 
-    line = assert_one_line_error(code, out, err, str(scene / "transforms.json"), "fl_x, fl_y, cx, cy, w, h", "ns-process-data")
+    line = assert_one_line_error(
+        code, out, err, str(scene / "transforms.json"), "fl_x, fl_y, cx, cy, w, h", "ns-process-data"
+    )
     print(line)
 
 
@@ -190,7 +220,9 @@ def test_colmap_scene_passes_and_nerfstudio_reads_it(tiny_scene: Path, tmp_path:
 
 def test_transforms_without_intrinsics_name_the_missing_keys(tiny_scene: Path, tmp_path: Path):
     scene = capture_without_intrinsics(tiny_scene, tmp_path / "capture")
-    with pytest.raises(SceneDataError, match=r"no camera intrinsics fl_x, fl_y, cx, cy, w, h .*camera_angle_x is not read"):
+    with pytest.raises(
+        SceneDataError, match=r"no camera intrinsics fl_x, fl_y, cx, cy, w, h .*camera_angle_x is not read"
+    ):
         check_nerfstudio_scene(scene)
     # Per-frame intrinsics are read too: only the keys some frame lacks are named.
     transforms = scene / "transforms.json"
@@ -208,7 +240,9 @@ def test_transforms_without_intrinsics_name_the_missing_keys(tiny_scene: Path, t
     check_nerfstudio_scene(scene)
 
 
-@pytest.mark.skipif(not (FRUIT / "transforms.json").is_file(), reason="the fruit capture is not at ../shared/data/fruit")
+@pytest.mark.skipif(
+    not (FRUIT / "transforms.json").is_file(), reason="the fruit capture is not at ../shared/data/fruit"
+)
 def test_real_phone_capture_with_distortion_passes():
     meta = json.loads((FRUIT / "transforms.json").read_text())
     assert meta["k1"] != 0 and "fl_x" in meta  # a distorted camera, intrinsics at the top level
@@ -241,7 +275,9 @@ def test_check_scene_runs_the_check_of_the_parser_config(tmp_path: Path):
 
     # blender-data: train, and the eval split when it is val or test
     assert check_scene(blender, BlenderDataParserConfig()) == SceneFacts(bounded=True, images_have_alpha=True)
-    assert check_scene(blender, BlenderDataParserConfig(), eval_split="inference") == SceneFacts(bounded=True, images_have_alpha=True)
+    assert check_scene(blender, BlenderDataParserConfig(), eval_split="inference") == SceneFacts(
+        bounded=True, images_have_alpha=True
+    )
     with pytest.raises(SceneDataError, match="has no transforms_test.json, which blender-data needs"):
         check_scene(blender, BlenderDataParserConfig(), eval_split="test")
     # nerfstudio-data on a Blender folder: the nerfstudio check, which names the other subcommand
@@ -250,7 +286,9 @@ def test_check_scene_runs_the_check_of_the_parser_config(tmp_path: Path):
     # colmap: with the parser's colmap_path, images_path and load_3D_points
     with pytest.raises(SceneDataError, match="--colmap-path sparse/0"):
         check_scene(colmap, ColmapDataParserConfig())
-    assert check_scene(colmap, ColmapDataParserConfig(colmap_path=Path("sparse/0"))) == SceneFacts(bounded=False, images_have_alpha=False)
+    assert check_scene(colmap, ColmapDataParserConfig(colmap_path=Path("sparse/0"))) == SceneFacts(
+        bounded=False, images_have_alpha=False
+    )
     (colmap / "images").rename(colmap / "photos")
     with pytest.raises(SceneDataError, match="--images-path images"):
         check_scene(colmap, ColmapDataParserConfig(colmap_path=Path("sparse/0")))
@@ -260,7 +298,9 @@ def test_check_scene_runs_the_check_of_the_parser_config(tmp_path: Path):
     no_points = ColmapDataParserConfig(colmap_path=Path("sparse/0"), images_path=Path("photos"), load_3D_points=False)
     assert check_scene(colmap, no_points) == SceneFacts(bounded=False, images_have_alpha=False)
     # a parser without a check: nothing is read, nothing is known
-    assert check_scene(tmp_path / "nowhere", InstantNGPDataParserConfig()) == SceneFacts(bounded=False, images_have_alpha=None)
+    assert check_scene(tmp_path / "nowhere", InstantNGPDataParserConfig()) == SceneFacts(
+        bounded=False, images_have_alpha=None
+    )
 
 
 def test_images_have_alpha_of_generated_scenes_is_what_nerfstudio_loads(tmp_path: Path):

@@ -31,7 +31,9 @@ def image_batch(with_mask: bool) -> dict:
 
 def plain(rejection_sample_mask: bool = True, max_num_iterations: int = 100, **kwargs) -> Callable[[], PixelSampler]:
     """The seeded sampler as nerfstudio's datamanager sets it up (``kwargs``: its camera options)."""
-    config = SeededPixelSamplerConfig(rejection_sample_mask=rejection_sample_mask, max_num_iterations=max_num_iterations)
+    config = SeededPixelSamplerConfig(
+        rejection_sample_mask=rejection_sample_mask, max_num_iterations=max_num_iterations
+    )
     return lambda: copy.deepcopy(config).setup(num_rays_per_batch=64, **kwargs)
 
 
@@ -98,7 +100,9 @@ def test_patch_draws_ignore_the_global_generators(tiny_scene, with_mask, rejecti
     assert isinstance(make_sampler(), PatchPixelSampler)
     assert_same_draws_whatever_the_global_generators(make_sampler, with_mask)
     squares = make_sampler().sample(image_batch(with_mask))["indices"].view(-1, 4, 3)
-    assert torch.equal(squares - squares[:, :1], torch.tensor([[0, 0, 0], [0, 0, 1], [0, 1, 0], [0, 1, 1]]).expand_as(squares))
+    assert torch.equal(
+        squares - squares[:, :1], torch.tensor([[0, 0, 0], [0, 0, 1], [0, 1, 0], [0, 1, 1]]).expand_as(squares)
+    )
 
 
 def test_draws_keep_nerfstudios_distributions():

@@ -79,7 +79,9 @@ def test_layout_numbers_worked_out_by_hand_from_tiny_cuda_nn():
     the last level hashes; vertex (1, 1, 1) there lands in row (1 ^ 2654435761 ^ 805459861) mod 2^19."""
     from nerfstudio_accel.encodings.hash_encoding_torch import corner_rows
 
-    layout = HashGridLayout(num_levels=4, features_per_level=2, log2_hashmap_size=19, base_resolution=16, per_level_scale=2.0)
+    layout = HashGridLayout(
+        num_levels=4, features_per_level=2, log2_hashmap_size=19, base_resolution=16, per_level_scale=2.0
+    )
     assert layout.level_offsets == (0, 4096, 36864, 299008, 823296)
     assert [layout.level_is_dense(level) for level in range(4)] == [True, True, True, False]
     assert int(corner_rows(torch.tensor([[[1, 1, 1]]]), layout, 3)) == 339493
@@ -87,7 +89,9 @@ def test_layout_numbers_worked_out_by_hand_from_tiny_cuda_nn():
 
 
 def test_layouts_cover_dense_and_hashed_levels():
-    kinds = {name: {layout_of(name).level_is_dense(level) for level in range(layout_of(name).num_levels)} for name in LAYOUTS}
+    kinds = {
+        name: {layout_of(name).level_is_dense(level) for level in range(layout_of(name).num_levels)} for name in LAYOUTS
+    }
     assert kinds["all-dense"] == {True} and kinds["all-hashed"] == {False} and kinds["ngp-16-levels"] == {True, False}
 
 

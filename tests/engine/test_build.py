@@ -8,15 +8,19 @@ import pytest
 import yaml
 from nerfstudio.data.dataparsers.blender_dataparser import BlenderDataParserConfig
 
+from accel_test_helpers import run_steps
 from nerfstudio_accel.engine.build import build_trainer_config
 from nerfstudio_accel.methods import accel_ngp
-
-from accel_test_helpers import run_steps
 
 
 def test_flags_apply_and_the_config_comes_back_resolved(tiny_scene, tmp_path):
     config = build_trainer_config(
-        "accel-ngp", tiny_scene, "cpu", BlenderDataParserConfig(), flags=["--pipeline.model.background", "black"], output_dir=tmp_path
+        "accel-ngp",
+        tiny_scene,
+        "cpu",
+        BlenderDataParserConfig(),
+        flags=["--pipeline.model.background", "black"],
+        output_dir=tmp_path,
     )
     model = config.pipeline.model
     assert model.resolved and model.background == "black" and config.precision == "fp32"
@@ -28,6 +32,7 @@ def test_flags_apply_and_the_config_comes_back_resolved(tiny_scene, tmp_path):
 def test_building_and_training_change_nothing_in_a_resolved_config(tiny_scene, tmp_path):
     """Resolution happens once, before config.yml is written: the trainer, pipeline and model only read it."""
     config = build_trainer_config("accel-ngp", tiny_scene, "cpu", BlenderDataParserConfig(), output_dir=tmp_path)
+
     def resolved_part(config) -> str:
         return yaml.dump((config.pipeline, config.precision, config.mixed_precision, config.use_grad_scaler))
 
@@ -42,6 +47,8 @@ def test_an_unresolved_config_is_refused_in_one_line(tiny_scene, tmp_path):
     config = copy.deepcopy(accel_ngp.config)
     config.machine.device_type, config.output_dir = "cpu", tmp_path
     config.pipeline.datamanager.dataparser = BlenderDataParserConfig(data=tiny_scene)
-    with pytest.raises(SystemExit, match=r"^error: this AccelNGPModelConfig was never resolved.*build_trainer_config") as refused:
+    with pytest.raises(
+        SystemExit, match=r"^error: this AccelNGPModelConfig was never resolved.*build_trainer_config"
+    ) as refused:
         config.setup(local_rank=0, world_size=1)
     assert "\n" not in str(refused.value)

@@ -56,7 +56,13 @@ def test_readme_recipe_cpu_training_then_ns_eval_on_cuda(run_cli, tiny_scene, tm
     )  # fmt: skip
     assert code == 0, err[-3000:]
     eval_json = tmp_path / "eval.json"
-    code, out, err = run_cli("ns-eval", "--load-config", tmp_path / "exp" / "accel-ngp" / "run" / "config.yml",
-                             "--output-path", eval_json, timeout=600)
+    code, out, err = run_cli(
+        "ns-eval",
+        "--load-config",
+        tmp_path / "exp" / "accel-ngp" / "run" / "config.yml",
+        "--output-path",
+        eval_json,
+        timeout=600,
+    )
     assert code == 0, (out + err)[-3000:]
     assert math.isfinite(json.loads(eval_json.read_text())["results"]["psnr"])

@@ -14,12 +14,11 @@ import torch
 import yaml
 from nerfstudio.data.dataparsers.blender_dataparser import BlenderDataParserConfig
 
+from accel_test_helpers import make_trainer, run_steps
 from nerfstudio_accel.data.scene_checks import SceneFacts
 from nerfstudio_accel.engine.trainer import AccelTrainerConfig
 from nerfstudio_accel.errors import BackendUnavailable
 from nerfstudio_accel.methods import accel_nerfacto, accel_ngp
-
-from accel_test_helpers import make_trainer, run_steps
 
 
 def saved_config(method_config: AccelTrainerConfig, device_type: str, tmp_path, scene) -> AccelTrainerConfig:
@@ -41,7 +40,9 @@ def saved_config(method_config: AccelTrainerConfig, device_type: str, tmp_path, 
         ("mps", 15, 64, 1 << 14, 1 << 12, "fp32", "torch"),
     ],
 )
-def test_saved_accel_ngp_config_holds_every_device_choice(tiny_scene, tmp_path, device_type, table, grid, samples, rays, precision, hash_backend):
+def test_saved_accel_ngp_config_holds_every_device_choice(
+    tiny_scene, tmp_path, device_type, table, grid, samples, rays, precision, hash_backend
+):
     """Table size, grid resolution, field implementation, hash backend, batch sizes and precision are numbers
     and names in config.yml, chosen from --machine.device-type (tiny-cuda-nn is not installed here: torch)."""
     loaded = saved_config(accel_ngp.config, device_type, tmp_path, tiny_scene)
@@ -91,7 +92,9 @@ def test_cpu_checkpoint_rebuilds_and_loads_where_cuda_is_picked(tiny_scene, tmp_
     model_state = {key[len("_model.") :]: value for key, value in state.items() if key.startswith("_model.")}
 
     trained = trainer.pipeline.model
-    rebuilt = loaded.pipeline.model.setup(scene_box=trained.scene_box, num_train_data=trained.num_train_data, metadata={}, device="cuda")
+    rebuilt = loaded.pipeline.model.setup(
+        scene_box=trained.scene_box, num_train_data=trained.num_train_data, metadata={}, device="cuda"
+    )
     rebuilt.load_state_dict(model_state, strict=True)
     assert torch.equal(rebuilt.sampler.grid.binaries, trained.sampler.grid.binaries)
 
@@ -105,7 +108,9 @@ def test_tcnn_model_where_tcnn_cannot_run_says_what_to_do(tiny_scene):
     from nerfstudio.data.scene_box import SceneBox
 
     with pytest.raises(BackendUnavailable) as stopped:
-        config.setup(scene_box=SceneBox(aabb=torch.tensor([[-1.0] * 3, [1.0] * 3])), num_train_data=1, metadata={}, device="cpu")
+        config.setup(
+            scene_box=SceneBox(aabb=torch.tensor([[-1.0] * 3, [1.0] * 3])), num_train_data=1, metadata={}, device="cpu"
+        )
     message = str(stopped.value)
     assert "\n" not in message and message.startswith("this accel-ngp model uses tiny-cuda-nn")
     assert "--pipeline.model.implementation torch" in message

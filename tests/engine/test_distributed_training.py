@@ -5,8 +5,8 @@ per-rank function ``train_loop(local_rank, world_size, config, global_rank)``, a
 from __future__ import annotations
 
 import copy
-from datetime import timedelta
 from dataclasses import dataclass, field
+from datetime import timedelta
 from pathlib import Path
 from typing import Type
 
@@ -66,7 +66,9 @@ class RecordingTrainer(AccelTrainer):
         self.record["scales"].append(self.grad_scaler.get_scale() if self.use_grad_scaler else None)
         self.record["hard_samples"].append(float(result[2]["hard_mining_b"]) if "hard_mining_b" in result[2] else None)
         if step == 0:
-            self.record["first_grads"] = {name: p.grad.clone() for name, p in self.pipeline.model.named_parameters() if p.grad is not None}
+            self.record["first_grads"] = {
+                name: p.grad.clone() for name, p in self.pipeline.model.named_parameters() if p.grad is not None
+            }
         return result
 
     def train(self) -> None:
@@ -85,7 +87,9 @@ class RecordingTrainer(AccelTrainer):
 def recording(method: AccelTrainerConfig, out: Path) -> RecordingTrainerConfig:
     """``method``'s config (as ns-train builds it) for the recording trainer, on CPU, saving into ``out``."""
     base = copy.deepcopy(method)
-    config = RecordingTrainerConfig(**{name: getattr(base, name) for name in base.__dataclass_fields__ if name != "_target"}, record_dir=out)
+    config = RecordingTrainerConfig(
+        **{name: getattr(base, name) for name in base.__dataclass_fields__ if name != "_target"}, record_dir=out
+    )
     config.machine.device_type = "cpu"
     config.vis = "tensorboard"
     config.output_dir, config.experiment_name, config.timestamp = out, "exp", "run"
@@ -108,7 +112,9 @@ def distributed_config(scene: Path, out: Path, steps: int, min_hard_fraction: fl
 
 
 def training_rank(rank: int, init_file: str, config: RecordingTrainerConfig) -> None:
-    dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=2, timeout=timedelta(seconds=120))
+    dist.init_process_group(
+        "gloo", init_method=f"file://{init_file}", rank=rank, world_size=2, timeout=timedelta(seconds=120)
+    )
     try:
         train_loop(rank, 2, config, global_rank=rank)
     finally:
@@ -138,9 +144,14 @@ def test_one_step_gradient_equals_the_gradient_over_both_ranks_batches(tiny_scen
         assert torch.equal(rank0["first_grads"][name], rank1["first_grads"][name]), name
 
     reference = make_trainer(
-        tiny_scene, tmp_path / "reference", device="cpu",
+        tiny_scene,
+        tmp_path / "reference",
+        device="cpu",
         pipeline={"min_hard_fraction": 1.0, "hard_mining": hard_mining},
-        model={name: getattr(config.pipeline.model, name) for name in ("background", "stratified_sampling", "grid_resolution", "log2_hashmap_size")},
+        model={
+            name: getattr(config.pipeline.model, name)
+            for name in ("background", "stratified_sampling", "grid_resolution", "log2_hashmap_size")
+        },
     )
     reference.pipeline.load_state_dict(rank0["start_states"][0])  # rank 0's weights and grid, as both ranks had them
     datamanager = reference.pipeline.datamanager
@@ -184,7 +195,9 @@ def test_accel_nerfacto_ranks_stay_bit_identical(tiny_scene, tmp_path):
     for name, value in rank0["final_state"].items():
         assert torch.equal(value, rank1["final_state"][name]), name
     start = rank0["start_states"][0]
-    assert any(not torch.equal(start[name], value) for name, value in rank0["final_state"].items() if name in start), "nothing trained"
+    assert any(not torch.equal(start[name], value) for name, value in rank0["final_state"].items() if name in start), (
+        "nothing trained"
+    )
     assert rank0["tau_hat"] == rank1["tau_hat"] != 1.0
 
 
@@ -197,6 +210,8 @@ def test_fp16_ranks_take_the_same_scaler_path_when_one_rank_has_no_graph(tiny_sc
     config.simulated_fp16_scaler, config.rank_whose_first_step_misses = True, 1
     rank0, rank1 = train_two_ranks(config)
     assert rank1["hard_samples"][0] == 0 and rank0["hard_samples"][0] > 0
-    assert rank0["scales"] == rank1["scales"] == [2048.0, 4096.0, 8192.0]  # a step with gradients on every rank grows it
+    assert (
+        rank0["scales"] == rank1["scales"] == [2048.0, 4096.0, 8192.0]
+    )  # a step with gradients on every rank grows it
     for name, value in rank0["final_state"].items():
         assert torch.equal(value, rank1["final_state"][name]), name

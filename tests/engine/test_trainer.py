@@ -11,12 +11,11 @@ import time
 from pathlib import Path
 
 import pytest
-from nerfstudio.engine.callbacks import TrainingCallbackLocation
 import torch
+from nerfstudio.data.dataparsers.blender_dataparser import BlenderDataParserConfig
+from nerfstudio.engine.callbacks import TrainingCallbackLocation
 
 from accel_test_helpers import assert_same_state, make_trainer, run_steps, snapshot
-from nerfstudio.data.dataparsers.blender_dataparser import BlenderDataParserConfig
-
 from nerfstudio_accel.engine.build import build_trainer_config
 from nerfstudio_accel.engine.trainer import TrainingStopped, partial_checkpoint_dir, resolve_precision
 from nerfstudio_accel.methods import accel_ngp
@@ -24,12 +23,20 @@ from nerfstudio_accel.methods import accel_ngp
 
 def resolved_config(scene: Path, device: str, output_dir: Path = Path("outputs"), configure=None):
     """accel-ngp's config on a Blender-format ``scene`` for ``device``, resolved as ns-train resolves it."""
-    return build_trainer_config(accel_ngp.config, scene, device, BlenderDataParserConfig(), output_dir=output_dir, configure=configure)
+    return build_trainer_config(
+        accel_ngp.config, scene, device, BlenderDataParserConfig(), output_dir=output_dir, configure=configure
+    )
 
 
 @pytest.mark.parametrize(
     "requested, device, expected",
-    [("auto", "cpu", "fp32"), ("auto", "cuda", "fp16"), ("auto", "mps", "fp32"), ("bf16", "cpu", "bf16"), ("fp32", "cuda", "fp32")],
+    [
+        ("auto", "cpu", "fp32"),
+        ("auto", "cuda", "fp16"),
+        ("auto", "mps", "fp32"),
+        ("bf16", "cpu", "bf16"),
+        ("fp32", "cuda", "fp32"),
+    ],
 )
 def test_precision_resolution(requested, device, expected):
     assert resolve_precision(requested, device) == expected
@@ -125,7 +132,12 @@ def test_ranks_other_than_zero_start_no_viewer(tiny_scene, tmp_path, monkeypatch
     from nerfstudio_accel.engine.trainer import viewer_off
 
     assert [viewer_off(vis) for vis in ("viewer", "viewer+wandb", "viewer+tensorboard", "viewer_legacy", "wandb")] == [
-        "tensorboard", "wandb", "tensorboard", "tensorboard", "wandb"]
+        "tensorboard",
+        "wandb",
+        "tensorboard",
+        "tensorboard",
+        "wandb",
+    ]
     monkeypatch.setattr(distributed, "rank", lambda: 1)
     trainer = make_trainer(tiny_scene, tmp_path, setup=False, vis="viewer+wandb")
     assert trainer.config.vis == "wandb" and not trainer.config.is_viewer_enabled()
@@ -143,7 +155,11 @@ def test_reports_print_once_on_rank_zero(tiny_scene, tmp_path, monkeypatch, caps
 
     monkeypatch.setattr(distributed, "rank", lambda: rank)
     trainer = make_trainer(tiny_scene, tmp_path, pipeline={"print_every": 1})
-    callbacks = trainer.pipeline.get_training_callbacks(TrainingCallbackAttributes(optimizers=trainer.optimizers, grad_scaler=trainer.grad_scaler, pipeline=trainer.pipeline, trainer=trainer))
+    callbacks = trainer.pipeline.get_training_callbacks(
+        TrainingCallbackAttributes(
+            optimizers=trainer.optimizers, grad_scaler=trainer.grad_scaler, pipeline=trainer.pipeline, trainer=trainer
+        )
+    )
     run_steps(trainer, 0, 1)
     for callback in callbacks:
         callback.run_callback_at_location(0, location=TrainingCallbackLocation.AFTER_TRAIN_ITERATION)
@@ -164,6 +180,7 @@ def test_multi_gpu_ranks_select_their_gpu_never_start_paused_and_close_the_viewe
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "set_device", selected.append)
     monkeypatch.setattr(distributed, "rank", lambda: 3)
+
     def no_cuda_probes(config) -> None:
         config.start_paused = True
         config.pipeline.model.hash_backend = config.pipeline.model.implementation = "torch"
@@ -208,7 +225,9 @@ def test_checkpoint_round_trip_restores_scaler_grid_and_mining_state(tiny_scene,
     trainer.save_checkpoint(19)
     grid = trainer.pipeline.model.sampler.grid
     saved = snapshot(trainer)
-    assert not list(partial_checkpoint_dir(trainer.checkpoint_dir).iterdir()), "the temporary file is renamed into place"
+    assert not list(partial_checkpoint_dir(trainer.checkpoint_dir).iterdir()), (
+        "the temporary file is renamed into place"
+    )
 
     resumed = make_trainer(tiny_scene, tmp_path / "resumed", setup=False, load_dir=trainer.checkpoint_dir)
     resumed.grad_scaler = torch.amp.GradScaler("cpu", init_scale=1.0)
@@ -228,7 +247,9 @@ def test_resume_stops_at_max_num_iterations(tiny_scene, tmp_path):
     first.train()
     assert sorted(p.name for p in first.checkpoint_dir.glob("step-*.ckpt")) == ["step-000000009.ckpt"]
 
-    resumed = make_trainer(tiny_scene, tmp_path / "b", max_num_iterations=14, steps_per_save=1000, load_dir=first.checkpoint_dir)
+    resumed = make_trainer(
+        tiny_scene, tmp_path / "b", max_num_iterations=14, steps_per_save=1000, load_dir=first.checkpoint_dir
+    )
     steps = []
     train_iteration = resumed.train_iteration
     resumed.train_iteration = lambda step: steps.append(step) or train_iteration(step)
@@ -244,11 +265,36 @@ def test_sigkill_during_checkpoint_write_keeps_previous_checkpoint(run_cli, tiny
     from them ends exactly at --max-num-iterations."""
     output = tmp_path / "out"
     checkpoints = output / "exp" / "accel-ngp" / "run" / "nerfstudio_models"
-    common = ["--machine.device-type", "cpu", "--vis", "tensorboard", "--experiment-name", "exp", "--timestamp", "run",
-              "--output-dir", str(output), "--steps-per-eval-image", "100000", "--steps-per-eval-batch", "100000",
-              "--save-only-latest-checkpoint", "True", "--steps-per-save", "1"]
-    command = [str(Path(sys.executable).parent / "ns-train"), "accel-ngp", *common, "--max-num-iterations", "100000",
-               "blender-data", "--data", str(tiny_scene)]
+    common = [
+        "--machine.device-type",
+        "cpu",
+        "--vis",
+        "tensorboard",
+        "--experiment-name",
+        "exp",
+        "--timestamp",
+        "run",
+        "--output-dir",
+        str(output),
+        "--steps-per-eval-image",
+        "100000",
+        "--steps-per-eval-batch",
+        "100000",
+        "--save-only-latest-checkpoint",
+        "True",
+        "--steps-per-save",
+        "1",
+    ]
+    command = [
+        str(Path(sys.executable).parent / "ns-train"),
+        "accel-ngp",
+        *common,
+        "--max-num-iterations",
+        "100000",
+        "blender-data",
+        "--data",
+        str(tiny_scene),
+    ]
     process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     killed_during_write = False
     deadline = time.monotonic() + 240
@@ -272,11 +318,24 @@ def test_sigkill_during_checkpoint_write_keeps_previous_checkpoint(run_cli, tiny
     last_step = max(int(p.stem.split("-")[1]) for p in complete)
 
     target = last_step + 4
-    code, out, err = run_cli("ns-train", "accel-ngp", *common, "--max-num-iterations", str(target),
-                             "--load-dir", str(checkpoints), "blender-data", "--data", str(tiny_scene), timeout=300)
+    code, out, err = run_cli(
+        "ns-train",
+        "accel-ngp",
+        *common,
+        "--max-num-iterations",
+        str(target),
+        "--load-dir",
+        str(checkpoints),
+        "blender-data",
+        "--data",
+        str(tiny_scene),
+        timeout=300,
+    )
     assert code == 0, err[-3000:]
     assert not list(partial_checkpoint_dir(checkpoints).iterdir()), "the interrupted write is cleaned up"
-    assert [path.name for path in checkpoints.iterdir()] == [f"step-{target - 1:09d}.ckpt"], "nerfstudio's tools parse every name here"
+    assert [path.name for path in checkpoints.iterdir()] == [f"step-{target - 1:09d}.ckpt"], (
+        "nerfstudio's tools parse every name here"
+    )
     final = sorted(checkpoints.glob("step-*.ckpt"))
     assert [p.name for p in final] == [f"step-{target - 1:09d}.ckpt"]
     assert torch.load(final[0], map_location="cpu")["step"] == target - 1
@@ -362,7 +421,11 @@ def test_tiny_cuda_nn_keeps_loss_scaling_in_every_precision(tiny_scene, precisio
     config = resolved_config(tiny_scene, "cpu", configure=tcnn_in(precision, "tcnn"))
     trainer = config.setup(local_rank=0, world_size=1)  # the model (which would refuse tcnn on CPU) is not built
     assert trainer.use_grad_scaler and trainer.grad_scaler.is_enabled() and trainer.precision == precision
-    assert not resolved_config(tiny_scene, "cpu", configure=tcnn_in(precision, "torch")).setup(local_rank=0, world_size=1).use_grad_scaler
+    assert (
+        not resolved_config(tiny_scene, "cpu", configure=tcnn_in(precision, "torch"))
+        .setup(local_rank=0, world_size=1)
+        .use_grad_scaler
+    )
     config.pipeline.model.hash_backend = "tcnn"  # tiny-cuda-nn's encoding alone also computes in fp16
     config.pipeline.model.implementation = "torch"
     assert config.pipeline.model.uses_tcnn()

@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 
 from nerfstudio_accel.encodings.hash_encoding import FusedHashEncoding
-from nerfstudio_accel.kernels import backends
 from nerfstudio_accel.errors import BackendUnavailable
+from nerfstudio_accel.kernels import backends
 from nerfstudio_accel.kernels.backends import (
     check_hash_backend,
     check_implementation,

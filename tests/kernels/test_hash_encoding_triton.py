@@ -86,7 +86,13 @@ def test_triton_kernels_compile_to_gpu_code_without_a_gpu(point_grad):
     from nerfstudio_accel.kernels import hash_encoding_triton as kernels
 
     constants = {"NUM_LEVELS": 16, "FEATURES": 2, "BLOCK": kernels.BLOCK_POINTS}
-    forward = {"points_ptr": "*fp32", "table_ptr": "*fp32", "out_ptr": "*fp32", "num_points": "i32", **POINTER_ARGUMENTS}
+    forward = {
+        "points_ptr": "*fp32",
+        "table_ptr": "*fp32",
+        "out_ptr": "*fp32",
+        "num_points": "i32",
+        **POINTER_ARGUMENTS,
+    }
     backward = {
         "points_ptr": "*fp32", "table_ptr": "*fp32", "grad_out_ptr": "*fp32", "grad_table_ptr": "*fp32",
         "grad_points_ptr": "*fp32", "num_points": "i32", **POINTER_ARGUMENTS,

@@ -6,11 +6,10 @@ from __future__ import annotations
 import pytest
 import torch
 
+from accel_test_helpers import sample
 from nerfstudio_accel.kernels import marching_numba
 from nerfstudio_accel.sampling import torch_ops
 from nerfstudio_accel.sampling.occupancy import MarchingOptions, OccupancySampler
-
-from accel_test_helpers import sample
 
 
 def scene(levels: int, seed: int, n_rays: int = 1500):
@@ -48,9 +47,13 @@ def test_fused_marcher_gives_the_reference_samples(levels, step_size, cone_angle
 
 def test_fused_marcher_without_rays_or_without_occupied_cells():
     origins, directions, binaries, aabbs, near, far = scene(1, seed=0, n_rays=10)
-    empty = marching_numba.traverse_occupancy_grid(origins[:0], directions[:0], binaries, aabbs, near[:0], far[:0], 0.01)
+    empty = marching_numba.traverse_occupancy_grid(
+        origins[:0], directions[:0], binaries, aabbs, near[:0], far[:0], 0.01
+    )
     assert all(t.numel() == 0 for t in empty) and empty[0].dtype == torch.int64
-    nothing = marching_numba.traverse_occupancy_grid(origins, directions, torch.zeros_like(binaries), aabbs, near, far, 0.01)
+    nothing = marching_numba.traverse_occupancy_grid(
+        origins, directions, torch.zeros_like(binaries), aabbs, near, far, 0.01
+    )
     assert all(t.numel() == 0 for t in nothing)
 
 

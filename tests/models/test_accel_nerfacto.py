@@ -5,11 +5,11 @@ from __future__ import annotations
 import copy
 import math
 
-import accel_test_helpers
 import pytest
 import torch
 from nerfstudio.field_components.field_heads import FieldHeadNames
 
+import accel_test_helpers
 from nerfstudio_accel import metrics as accel_metrics
 from nerfstudio_accel.bench.budget import train_for_budget
 from nerfstudio_accel.methods import accel_nerfacto
@@ -18,7 +18,10 @@ from nerfstudio_accel.pipelines.hard_mining import HardSampleMiningPipelineConfi
 
 def make_trainer(scene, output_dir, **pipeline_overrides):
     """accel-nerfacto as ns-train builds it, on CPU with torch encodings, on a Blender-format scene."""
-    assert isinstance(accel_nerfacto.config.pipeline, HardSampleMiningPipelineConfig) and accel_nerfacto.config.pipeline.hard_mining
+    assert (
+        isinstance(accel_nerfacto.config.pipeline, HardSampleMiningPipelineConfig)
+        and accel_nerfacto.config.pipeline.hard_mining
+    )
     return accel_test_helpers.make_trainer(
         scene, output_dir, method=accel_nerfacto.config, pipeline=pipeline_overrides, model={"implementation": "torch"}
     )
@@ -35,7 +38,9 @@ def test_seams_reproduce_nerfactos_field(tiny_scene, tmp_path):
         raw_density, raw_color = model.field_raw(samples)
         reference = model.field(samples.ray_samples)
     assert torch.allclose(torch.sigmoid(raw_color), reference[FieldHeadNames.RGB], atol=1e-6)
-    assert torch.allclose(model.field.activate_density(samples.ray_samples, raw_density), reference[FieldHeadNames.DENSITY], atol=1e-6)
+    assert torch.allclose(
+        model.field.activate_density(samples.ray_samples, raw_density), reference[FieldHeadNames.DENSITY], atol=1e-6
+    )
 
 
 def test_all_samples_mined_gives_nerfactos_gradients(tiny_scene, tmp_path):

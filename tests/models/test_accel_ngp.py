@@ -11,9 +11,9 @@ from nerfstudio.data.dataparsers.blender_dataparser import BlenderDataParserConf
 
 from nerfstudio_accel import metrics as accel_metrics
 from nerfstudio_accel.bench.budget import train_for_budget
-from nerfstudio_accel.methods import accel_ngp
 from nerfstudio_accel.data.scene_checks import SceneFacts
 from nerfstudio_accel.engine.build import build_trainer_config
+from nerfstudio_accel.methods import accel_ngp
 from nerfstudio_accel.pipelines.accel_pipeline import AccelPipelineConfig
 from nerfstudio_accel.scenes.object_scene import SceneSpec, generate_scene
 
@@ -24,7 +24,9 @@ LEARNING_MIN_PSNR = 22.5  # measured 24.6 dB at step 302 on a loaded 2-core mach
 
 @pytest.fixture(scope="module")
 def learning_scene(tmp_path_factory) -> Path:
-    return generate_scene(tmp_path_factory.mktemp("scene"), SceneSpec(num_train=40, num_val=2, num_test=4, resolution=48, seed=3))
+    return generate_scene(
+        tmp_path_factory.mktemp("scene"), SceneSpec(num_train=40, num_val=2, num_test=4, resolution=48, seed=3)
+    )
 
 
 def make_trainer(scene: Path, output_dir: Path, test_mode: str = "test", **model_overrides):
@@ -35,7 +37,15 @@ def make_trainer(scene: Path, output_dir: Path, test_mode: str = "test", **model
             setattr(config.pipeline.model, key, value)
         config.set_timestamp()
 
-    config = build_trainer_config("accel-ngp", scene, "cpu", BlenderDataParserConfig(), output_dir=output_dir, eval_split=test_mode, configure=override)
+    config = build_trainer_config(
+        "accel-ngp",
+        scene,
+        "cpu",
+        BlenderDataParserConfig(),
+        output_dir=output_dir,
+        eval_split=test_mode,
+        configure=override,
+    )
     trainer = config.setup(local_rank=0, world_size=1)
     trainer.setup(test_mode=test_mode)
     return trainer
@@ -50,7 +60,9 @@ def test_learns_held_out_views_within_cpu_budget(learning_scene, tmp_path):
     trainer = make_trainer(learning_scene, tmp_path)
     run = train_for_budget(trainer, LEARNING_TIME_CAP_SECONDS, max_steps=LEARNING_STEPS)
     psnr = run.curve[-1]["psnr"]
-    print(f"learning test: {run.steps} steps, {run.train_seconds:.1f} s, {run.ms_per_step:.0f} ms/step, test PSNR {psnr:.2f} dB")
+    print(
+        f"learning test: {run.steps} steps, {run.train_seconds:.1f} s, {run.ms_per_step:.0f} ms/step, test PSNR {psnr:.2f} dB"
+    )
     assert psnr >= LEARNING_MIN_PSNR
 
     model = trainer.pipeline.model
@@ -230,7 +242,9 @@ def test_direction_encoding_input_follows_the_encoding_built():
     asked_for_tcnn.load_state_dict(reference.state_dict())
     positions = torch.rand(64, 3) * 2 - 1
     directions = torch.nn.functional.normalize(torch.randn(64, 3), dim=-1)
-    assert torch.equal(asked_for_tcnn.field_raw(positions, directions)[1], reference.field_raw(positions, directions)[1])
+    assert torch.equal(
+        asked_for_tcnn.field_raw(positions, directions)[1], reference.field_raw(positions, directions)[1]
+    )
 
 
 def test_training_jitters_sample_positions_and_evaluation_does_not(tiny_scene, tmp_path):

@@ -17,10 +17,10 @@ import torch
 from nerfstudio.data.dataparsers.nerfstudio_dataparser import NerfstudioDataParserConfig
 
 from nerfstudio_accel.bench.budget import train_for_budget
-from nerfstudio_accel.methods import accel_ngp
 from nerfstudio_accel.data.scene_checks import SceneFacts
 from nerfstudio_accel.engine.build import build_trainer_config
 from nerfstudio_accel.errors import ConfigError
+from nerfstudio_accel.methods import accel_ngp
 from nerfstudio_accel.sampling.proposal import ProposalSampler
 from nerfstudio_accel.scenes.unbounded_scene import UnboundedSceneSpec, generate_unbounded_scene
 
@@ -45,7 +45,15 @@ def make_trainer(scene: Path, output_dir: Path, setup: bool = True, **model_over
             setattr(config.pipeline.model, key, value)
         config.set_timestamp()
 
-    config = build_trainer_config("accel-ngp", scene, "cpu", NerfstudioDataParserConfig(), output_dir=output_dir, eval_split="test", configure=override)
+    config = build_trainer_config(
+        "accel-ngp",
+        scene,
+        "cpu",
+        NerfstudioDataParserConfig(),
+        output_dir=output_dir,
+        eval_split="test",
+        configure=override,
+    )
     trainer = config.setup(local_rank=0, world_size=1)
     if setup:
         trainer.setup(test_mode="test")
@@ -58,7 +66,8 @@ def eval_rays(trainer, index: int = 0):
 
 
 @pytest.mark.parametrize(
-    "bounded, sampler, appearance, poses", [(True, "occupancy", 0, "off"), (False, "proposal", 32, "SO3xR3")],
+    "bounded, sampler, appearance, poses",
+    [(True, "occupancy", 0, "off"), (False, "proposal", 32, "SO3xR3")],
 )
 def test_auto_choices_follow_the_data(bounded, sampler, appearance, poses, caplog):
     """auto: the occupancy grid, no appearance embedding and fixed poses for object scenes (blender-data);
@@ -183,7 +192,9 @@ def test_proposal_sampler_learns_an_unbounded_scene_within_cpu_budget(unbounded_
     assert isinstance(trainer.pipeline.model.sampler, ProposalSampler)
     run = train_for_budget(trainer, LEARNING_TIME_CAP_SECONDS, max_steps=LEARNING_STEPS)
     psnr = run.curve[-1]["psnr"]
-    print(f"unbounded learning test: {run.steps} steps, {run.train_seconds:.1f} s, {run.ms_per_step:.0f} ms/step, test PSNR {psnr:.2f} dB")
+    print(
+        f"unbounded learning test: {run.steps} steps, {run.train_seconds:.1f} s, {run.ms_per_step:.0f} ms/step, test PSNR {psnr:.2f} dB"
+    )
     assert psnr >= LEARNING_MIN_PSNR
 
 
@@ -195,11 +206,37 @@ def test_trains_and_ns_eval_scores_a_real_phone_capture(tmp_path):
     env = {**os.environ, "PYTHONWARNINGS": "ignore"}
     bin_dir = Path(sys.executable).parent
     train = subprocess.run(
-        [str(bin_dir / "ns-train"), "accel-ngp", "--max-num-iterations", "60", "--vis", "tensorboard",
-         "--machine.device-type", "cpu", "--output-dir", str(tmp_path), "--experiment-name", "fruit", "--timestamp", "run",
-         "--steps-per-eval-batch", "0", "--steps-per-eval-image", "0", "--steps-per-eval-all-images", "100000",
-         "--pipeline.datamanager.camera-res-scale-factor", "0.125", "nerfstudio-data", "--data", str(FRUIT)],
-        capture_output=True, text=True, env=env, timeout=900,
+        [
+            str(bin_dir / "ns-train"),
+            "accel-ngp",
+            "--max-num-iterations",
+            "60",
+            "--vis",
+            "tensorboard",
+            "--machine.device-type",
+            "cpu",
+            "--output-dir",
+            str(tmp_path),
+            "--experiment-name",
+            "fruit",
+            "--timestamp",
+            "run",
+            "--steps-per-eval-batch",
+            "0",
+            "--steps-per-eval-image",
+            "0",
+            "--steps-per-eval-all-images",
+            "100000",
+            "--pipeline.datamanager.camera-res-scale-factor",
+            "0.125",
+            "nerfstudio-data",
+            "--data",
+            str(FRUIT),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=900,
     )
     assert train.returncode == 0, train.stderr[-2000:]
     config = tmp_path / "fruit" / "accel-ngp" / "run" / "config.yml"
@@ -207,7 +244,10 @@ def test_trains_and_ns_eval_scores_a_real_phone_capture(tmp_path):
     out = tmp_path / "eval.json"
     evaluate = subprocess.run(
         [str(bin_dir / "ns-eval"), "--load-config", str(config), "--output-path", str(out)],
-        capture_output=True, text=True, env=env, timeout=900,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=900,
     )
     assert evaluate.returncode == 0, evaluate.stderr[-2000:]
     results = json.loads(out.read_text())["results"]

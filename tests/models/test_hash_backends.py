@@ -10,10 +10,9 @@ import numpy as np
 import pytest
 import torch
 
+from accel_test_helpers import make_trainer, run_steps
 from nerfstudio_accel.bench.evaluation import evaluate_views
 from nerfstudio_accel.scenes.object_scene import SceneSpec, generate_scene
-
-from accel_test_helpers import make_trainer, run_steps
 
 PARITY_STEPS = 100
 KERNEL_PSNR_SLACK_DB = 0.4  # kernel - torch over seeds 0-7: mean +0.03, sd 0.09, extremes -0.09/+0.19 dB; 4 sd = 0.34
@@ -42,7 +41,9 @@ def test_checkpoint_from_one_backend_renders_the_same_with_another(tiny_scene, t
 
 @pytest.fixture(scope="module")
 def parity_scene(tmp_path_factory):
-    return generate_scene(tmp_path_factory.mktemp("scene"), SceneSpec(num_train=40, num_val=2, num_test=4, resolution=48, seed=3))
+    return generate_scene(
+        tmp_path_factory.mktemp("scene"), SceneSpec(num_train=40, num_val=2, num_test=4, resolution=48, seed=3)
+    )
 
 
 @pytest.fixture
@@ -59,7 +60,9 @@ def reproducible_cpu():
 
 
 @pytest.mark.slow
-def test_kernel_backend_learns_what_the_torch_reference_learns_in_the_same_steps(parity_scene, tmp_path, reproducible_cpu):
+def test_kernel_backend_learns_what_the_torch_reference_learns_in_the_same_steps(
+    parity_scene, tmp_path, reproducible_cpu
+):
     """From one seed, the torch reference and the fused kernel train the same 100 steps (a coarse marching
     step keeps them cheap) and reach the same held-out PSNR, up to the float rounding that tells them apart."""
     psnr = {}
@@ -67,9 +70,14 @@ def test_kernel_backend_learns_what_the_torch_reference_learns_in_the_same_steps
         random.seed(0)  # as ns-train seeds a run
         np.random.seed(0)
         torch.manual_seed(0)
-        trainer = make_trainer(parity_scene, tmp_path / backend, model={"hash_backend": backend, "render_step_size": 0.02})
+        trainer = make_trainer(
+            parity_scene, tmp_path / backend, model={"hash_backend": backend, "render_step_size": 0.02}
+        )
         run_steps(trainer, 0, PARITY_STEPS)
         psnr[backend] = evaluate_views(trainer.pipeline)["psnr"]
-    print(f"after {PARITY_STEPS} steps, held-out PSNR by hash backend:", {name: round(value, 2) for name, value in psnr.items()})
+    print(
+        f"after {PARITY_STEPS} steps, held-out PSNR by hash backend:",
+        {name: round(value, 2) for name, value in psnr.items()},
+    )
     assert psnr["torch"] > LEARNT_PSNR_DB  # the reference learnt the scene at all
     assert abs(psnr["kernel"] - psnr["torch"]) <= KERNEL_PSNR_SLACK_DB

@@ -13,6 +13,7 @@ import pytest
 import torch
 from nerfstudio.data.dataparsers.blender_dataparser import BlenderDataParserConfig
 
+from accel_test_helpers import make_trainer, run_steps
 from nerfstudio_accel.bench.evaluation import evaluate_views
 from nerfstudio_accel.bench.memory import saved_tensor_bytes
 from nerfstudio_accel.engine.build import build_trainer_config
@@ -26,8 +27,6 @@ from nerfstudio_accel.pipelines.hard_mining import (
     tau_from_moments,
 )
 from nerfstudio_accel.scenes.object_scene import SceneSpec, generate_scene
-
-from accel_test_helpers import make_trainer, run_steps
 
 
 def tau_from_importance(importance: torch.Tensor) -> float:
@@ -153,18 +152,24 @@ def test_draws_without_replacement_follow_successive_sampling():
     pairs = collections.Counter(tuple(draw_hard_samples(torch.tensor(weights), b).tolist()) for _ in range(draws))
     inclusion = [sum(n for pair, n in pairs.items() if i in pair) / draws for i in range(len(weights))]
     assert set(pairs) <= set(exact_pairs) and inclusion[0] == 0.0
-    for observed, p in [(pairs[pair] / draws, p) for pair, p in exact_pairs.items()] + list(zip(inclusion, exact_inclusion)):
+    for observed, p in [(pairs[pair] / draws, p) for pair, p in exact_pairs.items()] + list(
+        zip(inclusion, exact_inclusion)
+    ):
         assert abs(observed - p) <= 5 * math.sqrt(p * (1 - p) / draws)
 
 
 @pytest.fixture(scope="module")
 def mining_scene(tmp_path_factory):
-    return generate_scene(tmp_path_factory.mktemp("scene"), SceneSpec(num_train=6, num_val=1, num_test=1, resolution=24, seed=1))
+    return generate_scene(
+        tmp_path_factory.mktemp("scene"), SceneSpec(num_train=6, num_val=1, num_test=1, resolution=24, seed=1)
+    )
 
 
 def mining_trainer(scene, output_dir, min_hard_fraction, sampler="occupancy"):
     """accel-ngp behind the hard-mining pipeline, white background (deterministic targets), CPU."""
-    assert isinstance(accel_ngp.config.pipeline, HardSampleMiningPipelineConfig) and accel_ngp.config.pipeline.hard_mining, "accel-ngp mines by default"
+    assert (
+        isinstance(accel_ngp.config.pipeline, HardSampleMiningPipelineConfig) and accel_ngp.config.pipeline.hard_mining
+    ), "accel-ngp mines by default"
 
     def override(config) -> None:
         config.pipeline.min_hard_fraction = min_hard_fraction
@@ -172,7 +177,9 @@ def mining_trainer(scene, output_dir, min_hard_fraction, sampler="occupancy"):
         config.pipeline.model.sampler = sampler
         config.set_timestamp()
 
-    config = build_trainer_config("accel-ngp", scene, "cpu", BlenderDataParserConfig(), output_dir=output_dir, configure=override)
+    config = build_trainer_config(
+        "accel-ngp", scene, "cpu", BlenderDataParserConfig(), output_dir=output_dir, configure=override
+    )
     trainer = config.setup(local_rank=0, world_size=1)
     trainer.setup()
     model = trainer.pipeline.model
@@ -238,7 +245,9 @@ def test_graph_is_built_for_hard_samples_only(mining_scene, tmp_path):
     step = {}
     for tau_hat in (4.0, 8.0):
         pipeline.batch_sizer.alpha, pipeline.batch_sizer.tau_hat = 0.0, tau_hat
-        step[tau_hat] = {"bytes": saved_tensor_bytes(lambda: step.update(metrics=pipeline.mined_loss(ray_bundle, batch)[2]))}
+        step[tau_hat] = {
+            "bytes": saved_tensor_bytes(lambda: step.update(metrics=pipeline.mined_loss(ray_bundle, batch)[2]))
+        }
         step[tau_hat]["b"] = float(step["metrics"]["hard_mining_b"])
         step[tau_hat]["graph_pass"] = graph_pass_bytes[-1]
         step[tau_hat]["fraction"] = float(step["metrics"]["hard_mining_fraction"])
@@ -280,6 +289,7 @@ def test_mined_training_runs_through_nerfstudios_trainer(mining_scene, tmp_path)
 
 def poison_colour_output(model, value: float) -> None:
     """The field's raw colour of the first sample becomes ``value`` (once)."""
+
     def poison(_module, _inputs, output):
         handle.remove()
         output = output.clone()
@@ -326,7 +336,9 @@ class NoFloat64(torch.overrides.TorchFunctionMode):
     def __torch_function__(self, func, types, args=(), kwargs=None):
         result = func(*args, **(kwargs or {}))
         outputs = result if isinstance(result, (tuple, list)) else (result,)
-        assert not any(isinstance(out, torch.Tensor) and out.dtype == torch.float64 for out in outputs), f"float64 from {func}"
+        assert not any(isinstance(out, torch.Tensor) and out.dtype == torch.float64 for out in outputs), (
+            f"float64 from {func}"
+        )
         return result
 
 
@@ -355,7 +367,7 @@ def test_renderer_is_backpropagated_once_when_no_other_module_needs_its_graph(mi
 
     model.render = recording_render
     trainer.train_iteration(0)
-    (raw_density, raw_color), = rendered_from
+    ((raw_density, raw_color),) = rendered_from
     assert raw_density.requires_grad and raw_color.requires_grad
     assert raw_density.grad is None and raw_color.grad is None, "the trainer's backward went through the renderer again"
     assert any(p.grad is not None and p.grad.abs().sum() > 0 for p in model.field.parameters())
@@ -390,7 +402,9 @@ LEARNT_PSNR_DB = 19.5  # seeds 0-9: mined 20.83-22.05 dB, ordinary 20.89-22.23 d
 
 @pytest.fixture(scope="module")
 def learning_scene(tmp_path_factory):
-    return generate_scene(tmp_path_factory.mktemp("scene"), SceneSpec(num_train=40, num_val=2, num_test=4, resolution=48, seed=3))
+    return generate_scene(
+        tmp_path_factory.mktemp("scene"), SceneSpec(num_train=40, num_val=2, num_test=4, resolution=48, seed=3)
+    )
 
 
 def seed_everything(seed: int) -> None:
@@ -418,10 +432,17 @@ def test_hard_mining_learns_as_much_per_step_as_ordinary_training(learning_scene
     results = {}
     for hard_mining in (True, False):
         seed_everything(0)
-        trainer = make_trainer(learning_scene, tmp_path / str(hard_mining), pipeline={"hard_mining": hard_mining}, model={"render_step_size": 0.02})
+        trainer = make_trainer(
+            learning_scene,
+            tmp_path / str(hard_mining),
+            pipeline={"hard_mining": hard_mining},
+            model={"render_step_size": 0.02},
+        )
         results[hard_mining] = train_steps(trainer, LEARNING_STEPS)
     (mined_psnr, mined_fraction), (ordinary_psnr, _) = results[True], results[False]
-    print(f"after {LEARNING_STEPS} steps: hard mining {mined_psnr:.2f} dB (mean b/B {mined_fraction:.2f}), ordinary {ordinary_psnr:.2f} dB")
+    print(
+        f"after {LEARNING_STEPS} steps: hard mining {mined_psnr:.2f} dB (mean b/B {mined_fraction:.2f}), ordinary {ordinary_psnr:.2f} dB"
+    )
     assert min(mined_psnr, ordinary_psnr) > LEARNT_PSNR_DB
     assert mined_fraction < 0.8
     assert mined_psnr >= ordinary_psnr - MINED_PSNR_SLACK_DB

@@ -13,13 +13,12 @@ import pytest
 import torch
 from nerfacc import volrend
 
+from accel_test_helpers import sample, update
 from nerfstudio_accel import rendering
 from nerfstudio_accel.kernels.backends import nerfacc_ops_unavailable_reason
 from nerfstudio_accel.sampling import torch_ops
 from nerfstudio_accel.sampling.occupancy import MarchingOptions, OccupancySampler
 from nerfstudio_accel.sampling.packed import PackedSamples
-
-from accel_test_helpers import sample, update
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 
@@ -49,7 +48,9 @@ def random_cuda_rays(seed: int) -> tuple[torch.Tensor, torch.Tensor]:
     generator = torch.Generator().manual_seed(seed)
     n_outside = N_RAYS // 2
     origins_out = 2.5 * torch.nn.functional.normalize(torch.randn(n_outside, 3, generator=generator), dim=-1)
-    directions_out = torch.nn.functional.normalize(0.6 * torch.randn(n_outside, 3, generator=generator) - origins_out, dim=-1)
+    directions_out = torch.nn.functional.normalize(
+        0.6 * torch.randn(n_outside, 3, generator=generator) - origins_out, dim=-1
+    )
     origins_in = 2.0 * torch.rand(N_RAYS - n_outside, 3, generator=generator) - 1.0
     directions_in = torch.nn.functional.normalize(torch.randn(N_RAYS - n_outside, 3, generator=generator), dim=-1)
     return torch.cat([origins_out, origins_in]).cuda(), torch.cat([directions_out, directions_in]).cuda()
@@ -122,7 +123,9 @@ def test_marching_matches_torch_backend(levels, stratified):
     # rays whose samples differ: other counts, or the same count with some midpoint more than 1e-3 apart
     matching = counts_per_ray(theirs[0]) == counts_per_ray(ours[0])
     our_mids, their_mids = (0.5 * (samples[1] + samples[2]) for samples in (ours, theirs))
-    apart = (samples_of_rays(ours[0], our_mids, matching) - samples_of_rays(theirs[0], their_mids, matching)).abs() > 1e-3
+    apart = (
+        samples_of_rays(ours[0], our_mids, matching) - samples_of_rays(theirs[0], their_mids, matching)
+    ).abs() > 1e-3
     differing = ~matching
     differing[samples_of_rays(ours[0], ours[0], matching)[apart]] = True
     assert differing.float().mean().item() <= 0.1
@@ -132,9 +135,12 @@ def test_marching_matches_torch_backend(levels, stratified):
         assert distance_to_cell_face(points, torch_sampler.grid.aabbs, 32).max().item() < 1e-2, f"ray {ray}"
 
 
-@pytest.mark.xfail(strict=True, reason="known difference: nerfacc skips empty cells with the step size it had on "
-                   "entering them, so with cone_angle > 0 its lattice depends on the grid; the torch backend keeps one "
-                   "geometric lattice per ray (docs/benchmarks.md, GPU section)")
+@pytest.mark.xfail(
+    strict=True,
+    reason="known difference: nerfacc skips empty cells with the step size it had on "
+    "entering them, so with cone_angle > 0 its lattice depends on the grid; the torch backend keeps one "
+    "geometric lattice per ray (docs/benchmarks.md, GPU section)",
+)
 def test_cone_marching_matches_torch_backend():
     """With a cone angle, sample positions agree once the rays have crossed empty space (they do not yet)."""
     nerfacc_sampler, torch_sampler = sampler_pair(levels=2)
@@ -165,7 +171,9 @@ def test_culled_rendering_matches_torch_backend():
         ray_indices, t_starts, t_ends = sample(sampler, origins, directions, options, density_fn=blob_density)
         samples = PackedSamples(ray_indices, t_starts, t_ends, origins, directions)
         positions = samples.positions
-        return rendering.render_packed(samples, blob_density(positions), position_color(positions), background, use_nerfacc)
+        return rendering.render_packed(
+            samples, blob_density(positions), position_color(positions), background, use_nerfacc
+        )
 
     marched_alike = counts_per_ray(sample(nerfacc_sampler, origins, directions, options)[0]) == counts_per_ray(
         sample(torch_sampler, origins, directions, options)[0]

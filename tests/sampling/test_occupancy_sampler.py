@@ -9,12 +9,11 @@ import numpy as np
 import pytest
 import torch
 
+from accel_test_helpers import sample, update
 from nerfstudio_accel.kernels import backends
 from nerfstudio_accel.kernels.backends import check_sampler_backend, resolve_sampler_backend
 from nerfstudio_accel.sampling import torch_ops
 from nerfstudio_accel.sampling.occupancy import MarchingOptions, OccupancySampler, evaluate_in_chunks
-
-from accel_test_helpers import sample, update
 
 AABB = torch.tensor([-1.0, -1.0, -1.0, 1.0, 1.0, 1.0])
 CPU = torch.device("cpu")
@@ -54,7 +53,9 @@ def reference_visibility(t_starts, t_ends, sigmas, ray_indices, early_stop_eps, 
     """float64 loop: ``(visible, near_tie, weights)`` of sorted packed samples."""
     optical_depth: dict[int, float] = {}
     visible, near_tie, weights = [], [], []
-    for t0, t1, sigma, ray in zip(t_starts.double().tolist(), t_ends.double().tolist(), sigmas.double().tolist(), ray_indices.tolist()):
+    for t0, t1, sigma, ray in zip(
+        t_starts.double().tolist(), t_ends.double().tolist(), sigmas.double().tolist(), ray_indices.tolist()
+    ):
         depth = optical_depth.get(ray, 0.0)
         transmittance, alpha = math.exp(-depth), 1.0 - math.exp(-sigma * (t1 - t0))
         visible.append(transmittance >= early_stop_eps and alpha >= alpha_threshold)
@@ -89,7 +90,9 @@ def test_nerfacc_backend_is_refused_for_training_on_cpu_with_the_fix():
         resolve_sampler_backend("nerfacc", "cpu")
 
 
-@pytest.mark.parametrize("chosen, device, fallback", [("nerfacc", "cpu", "kernel"), ("kernel", "mps", "torch"), ("kernel", "cuda", None)])
+@pytest.mark.parametrize(
+    "chosen, device, fallback", [("nerfacc", "cpu", "kernel"), ("kernel", "mps", "torch"), ("kernel", "cuda", None)]
+)
 def test_a_chosen_backend_that_cannot_run_falls_back_with_one_warning(chosen, device, fallback, caplog, monkeypatch):
     """A model trained with ``nerfacc`` (CUDA) or ``kernel`` (CPU) opens on another device with auto's pick
     there and one warning: the grid does not depend on the backend."""
@@ -132,8 +135,14 @@ def test_sample_without_density_is_plain_marching_within_planes():
     per_ray_far = torch.linspace(5.0, 2.5, 32)
     result = sample(sampler, origins, directions, options, near_planes=per_ray_near, far_planes=per_ray_far)
     expected = torch_ops.traverse_occupancy_grid(
-        origins, directions, binaries, sampler.grid.aabbs,
-        torch.clamp(per_ray_near, min=0.2), torch.clamp(per_ray_far, max=4.0), 0.01, 0.0,
+        origins,
+        directions,
+        binaries,
+        sampler.grid.aabbs,
+        torch.clamp(per_ray_near, min=0.2),
+        torch.clamp(per_ray_far, max=4.0),
+        0.01,
+        0.0,
     )
     for actual, wanted in zip(result, expected):
         assert torch.equal(actual, wanted)
@@ -203,7 +212,9 @@ def test_sample_returns_nothing_for_an_empty_grid():
     sampler = sampler_with_grid(torch.zeros(1, 8, 8, 8, dtype=torch.bool), occupancy_mean=0.5)
     origins, directions = rays_towards_centre(8, seed=4)
     for density_fn in (None, gaussian_blob_density):
-        ray_indices, t_starts, t_ends = sample(sampler, origins, directions, MarchingOptions(render_step_size=0.01), density_fn)
+        ray_indices, t_starts, t_ends = sample(
+            sampler, origins, directions, MarchingOptions(render_step_size=0.01), density_fn
+        )
         assert ray_indices.numel() == t_starts.numel() == t_ends.numel() == 0
 
 
@@ -340,11 +351,15 @@ def test_nerfacc_probe_finds_the_compiled_extension(monkeypatch):
 def test_stratified_marching_shifts_each_ray_lattice_by_under_one_step():
     """stratified=True starts each ray's lattice a uniform random fraction of a step after the near plane
     (one shift per ray, new on every call); stratified=False keeps the lattice on the near plane."""
-    sampler = OccupancySampler(torch.tensor([-1.0, -1.0, -1.0, 1.0, 1.0, 1.0]), resolution=16, levels=1, backend="torch")
+    sampler = OccupancySampler(
+        torch.tensor([-1.0, -1.0, -1.0, 1.0, 1.0, 1.0]), resolution=16, levels=1, backend="torch"
+    )
     sampler.grid.binaries.fill_(True)
     generator = torch.Generator().manual_seed(0)
     origins = torch.tensor([0.0, 0.0, -3.0]).expand(256, 3) + 0.2 * torch.randn(256, 3, generator=generator)
-    directions = torch.nn.functional.normalize(torch.tensor([0.0, 0.0, 1.0]) + 0.1 * torch.randn(256, 3, generator=generator), dim=-1)
+    directions = torch.nn.functional.normalize(
+        torch.tensor([0.0, 0.0, 1.0]) + 0.1 * torch.randn(256, 3, generator=generator), dim=-1
+    )
     options = MarchingOptions(render_step_size=0.05, near_plane=0.5)
 
     def lattice_phase(stratified: bool) -> torch.Tensor:

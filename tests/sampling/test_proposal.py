@@ -74,9 +74,13 @@ def test_lindisp_spacing_is_linear_near_and_uniform_in_disparity_far():
     assert float(t[0, 0]) == pytest.approx(0.2) and float(t[0, -1]) == pytest.approx(1000.0, rel=1e-4)
     assert bool((t[:, 1:] > t[:, :-1]).all())
     inside, outside = t[0] < 1.0, t[0] > 1.0
-    assert torch.allclose(torch.diff(t[0][inside]), torch.diff(t[0][inside]).mean().expand(int(inside.sum()) - 1), rtol=1e-3)
+    assert torch.allclose(
+        torch.diff(t[0][inside]), torch.diff(t[0][inside]).mean().expand(int(inside.sum()) - 1), rtol=1e-3
+    )
     disparity = 1.0 / t[0][outside]
-    assert torch.allclose(torch.diff(disparity), torch.diff(disparity).mean().expand(int(outside.sum()) - 1), rtol=1e-2, atol=1e-7)
+    assert torch.allclose(
+        torch.diff(disparity), torch.diff(disparity).mean().expand(int(outside.sum()) - 1), rtol=1e-2, atol=1e-7
+    )
     linear = proposal_ops.spacing_to_distance(u, near, far, "linear")
     assert torch.allclose(linear, 0.2 + u * 999.8)
 
@@ -111,7 +115,9 @@ def test_weights_stay_finite_behind_an_opaque_interval_and_densities_stay_finite
 
     distances = torch.tensor([[0.0, 0.1, 0.2, 0.3]])
     weights = proposal_ops.weights_from_density(distances, torch.tensor([[1.0, float("inf"), 2.0]]))
-    assert torch.isfinite(weights).all() and weights[0, 2] == 0.0 and weights[0, 1] == pytest.approx(float(np.exp(-0.1)))
+    assert (
+        torch.isfinite(weights).all() and weights[0, 2] == 0.0 and weights[0, 1] == pytest.approx(float(np.exp(-0.1)))
+    )
     density = HashGridField.activate_density(torch.tensor([[200.0], [0.0]]))
     assert torch.isfinite(density).all() and float(density[0] * 0.0) == 0.0 and float(density[0]) > 1e20
 
@@ -174,7 +180,9 @@ class ShellDensity(torch.nn.Module):
 def test_sampler_concentrates_the_main_samples_where_the_proposals_see_density():
     """Rays from the origin through a shell at distance 2: fixed counts per ray, edges within [near, far],
     and most main samples inside the shell once annealing is over."""
-    sampler = ProposalSampler([ShellDensity(), ShellDensity()], proposal_samples=(128, 64), num_samples=32, spacing="lindisp")
+    sampler = ProposalSampler(
+        [ShellDensity(), ShellDensity()], proposal_samples=(128, 64), num_samples=32, spacing="lindisp"
+    )
     sampler.update(10_000)
     torch.manual_seed(0)
     directions = torch.nn.functional.normalize(torch.randn(50, 3), dim=-1)
@@ -197,7 +205,9 @@ def test_interlevel_loss_trains_the_proposal_fields_only():
     sampler = ProposalSampler(fields, proposal_samples=(32, 16), num_samples=8, spacing="linear")
     sampler.train()
     origins, directions = torch.zeros(10, 3), torch.nn.functional.normalize(torch.randn(10, 3), dim=-1)
-    distances, rounds = sampler.propose(origins, directions, torch.full((10,), 0.1), torch.full((10,), 4.0), stratified=True)
+    distances, rounds = sampler.propose(
+        origins, directions, torch.full((10,), 0.1), torch.full((10,), 4.0), stratified=True
+    )
     main_weights = torch.full((10, 8), 0.5, requires_grad=True)  # more than the proposals bound
     loss = ProposalSampler.interlevel_loss(rounds, main_weights)
     loss.backward()

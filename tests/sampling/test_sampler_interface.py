@@ -30,7 +30,9 @@ class ShellDensity(nn.Module):
 
 
 def occupancy_sampler() -> OccupancySampler:
-    sampler = OccupancySampler(AABB, resolution=16, backend="torch", marching=MarchingOptions(render_step_size=0.01, near_plane=0.0))
+    sampler = OccupancySampler(
+        AABB, resolution=16, backend="torch", marching=MarchingOptions(render_step_size=0.01, near_plane=0.0)
+    )
     sampler.grid.binaries.fill_(True)
     sampler.grid.occs.fill_(0.5)
     sampler.warmed_up.fill_(True)
@@ -39,7 +41,9 @@ def occupancy_sampler() -> OccupancySampler:
 
 def test_both_samplers_return_packed_samples_of_the_rays_given():
     origins, directions = rays()
-    proposal = ProposalSampler([ShellDensity(), ShellDensity()], proposal_samples=(32, 16), num_samples=8, spacing="linear", aabb=AABB)
+    proposal = ProposalSampler(
+        [ShellDensity(), ShellDensity()], proposal_samples=(32, 16), num_samples=8, spacing="linear", aabb=AABB
+    )
     for sampler in (occupancy_sampler(), proposal):
         assert isinstance(sampler, Sampler)
         samples = sampler.sample(origins, directions, None, None, blob, stratified=False)
@@ -76,7 +80,12 @@ def test_occupancy_figures_count_the_last_training_sampling():
 def test_proposal_losses_need_the_rounds_and_clip_to_the_box():
     origins, directions = rays()
     sampler = ProposalSampler(
-        [ShellDensity(), ShellDensity()], proposal_samples=(32, 16), num_samples=8, spacing="linear", aabb=AABB, distortion=True
+        [ShellDensity(), ShellDensity()],
+        proposal_samples=(32, 16),
+        num_samples=8,
+        spacing="linear",
+        aabb=AABB,
+        distortion=True,
     )
     samples = sampler.sample(origins, directions, None, None, blob, stratified=True)
     weights = torch.rand(samples.n_samples)
@@ -84,5 +93,9 @@ def test_proposal_losses_need_the_rounds_and_clip_to_the_box():
     assert sampler.losses(samples.subset(torch.arange(4)), weights[:4]) == {}, "a subset carries no rounds"
     enter, exit_, _ = torch_ops.ray_aabb_intersect(origins, directions, AABB)
     rays_of = samples.ray_indices
-    assert bool((samples.t_starts >= enter[rays_of] - 1e-5).all()) and bool((samples.t_ends <= exit_[rays_of] + 1e-5).all())
-    assert not sampler.composites_with_nerfacc(origins.device) and not occupancy_sampler().composites_with_nerfacc(origins.device)
+    assert bool((samples.t_starts >= enter[rays_of] - 1e-5).all()) and bool(
+        (samples.t_ends <= exit_[rays_of] + 1e-5).all()
+    )
+    assert not sampler.composites_with_nerfacc(origins.device) and not occupancy_sampler().composites_with_nerfacc(
+        origins.device
+    )

@@ -48,7 +48,9 @@ def aabbs_tensor(base_aabb: tuple, levels: int) -> torch.Tensor:
     return torch.tensor([lower + upper for lower, upper in level_boxes(base_aabb, levels)], dtype=torch.float32)
 
 
-def slab_interval(origin: list[float], direction: list[float], lower: list[float], upper: list[float]) -> tuple[float, float]:
+def slab_interval(
+    origin: list[float], direction: list[float], lower: list[float], upper: list[float]
+) -> tuple[float, float]:
     """``(t_enter, t_exit)`` of a ray and a box (``t_enter > t_exit`` when it misses)."""
     t_enter, t_exit = -math.inf, math.inf
     for axis in range(3):
@@ -64,7 +66,9 @@ def is_occupied(point: list[float], binaries: np.ndarray, boxes: list) -> bool:
     for level, (lower, upper) in enumerate(boxes):
         if all(lower[a] <= point[a] <= upper[a] for a in range(3)):
             cell = tuple(
-                min(max(math.floor((point[a] - lower[a]) / (upper[a] - lower[a]) * resolution[a]), 0), resolution[a] - 1)
+                min(
+                    max(math.floor((point[a] - lower[a]) / (upper[a] - lower[a]) * resolution[a]), 0), resolution[a] - 1
+                )
                 for a in range(3)
             )
             return bool(binaries[(level, *cell)])
@@ -120,7 +124,9 @@ def reference_march_all(origins, directions, binaries, base_aabb, near, far, ste
     grid = binaries.numpy()
     return [
         reference_march(o, d, grid, boxes, n, f, step_size, cone_angle)
-        for o, d, n, f in zip(origins.double().tolist(), directions.double().tolist(), near.double().tolist(), far.double().tolist())
+        for o, d, n, f in zip(
+            origins.double().tolist(), directions.double().tolist(), near.double().tolist(), far.double().tolist()
+        )
     ]
 
 
@@ -193,7 +199,9 @@ def test_traverse_matches_bruteforce_reference(levels, resolution, cone_angle, s
     ray_indices, t_starts, t_ends = torch_ops.traverse_occupancy_grid(
         origins, directions, binaries, aabbs_tensor(BASE_AABB, levels), near_planes, far_planes, step_size, cone_angle
     )
-    references = reference_march_all(origins, directions, binaries, BASE_AABB, near_planes, far_planes, step_size, cone_angle)
+    references = reference_march_all(
+        origins, directions, binaries, BASE_AABB, near_planes, far_planes, step_size, cone_angle
+    )
     assert ray_indices.dtype == torch.long
     assert sum(len(samples) for samples, _ in references) > 300, "scene too sparse to test anything"
     assert_matches_reference(ray_indices, t_starts, t_ends, references)
@@ -208,7 +216,9 @@ def test_traverse_all_occupied_samples_every_lattice_step_in_box():
     ray_indices, t_starts, t_ends = torch_ops.traverse_occupancy_grid(
         origins, directions, binaries, aabbs_tensor(BASE_AABB, levels), near_planes, far_planes, step_size, cone_angle
     )
-    references = reference_march_all(origins, directions, binaries, BASE_AABB, near_planes, far_planes, step_size, cone_angle)
+    references = reference_march_all(
+        origins, directions, binaries, BASE_AABB, near_planes, far_planes, step_size, cone_angle
+    )
     assert_matches_reference(ray_indices, t_starts, t_ends, references)
     # consecutive samples of a ray tile its in-box range without gaps
     same_ray = ray_indices[1:] == ray_indices[:-1]
@@ -219,8 +229,14 @@ def test_traverse_empty_grid_gives_no_samples():
     """No occupied cell: no samples, and correctly typed empty outputs."""
     origins, directions = random_rays(32, BASE_AABB, seed=4)
     ray_indices, t_starts, t_ends = torch_ops.traverse_occupancy_grid(
-        origins, directions, torch.zeros(2, 16, 16, 16, dtype=torch.bool), aabbs_tensor(BASE_AABB, 2),
-        torch.zeros(32), torch.full((32,), 1e3), 0.01, 0.0,
+        origins,
+        directions,
+        torch.zeros(2, 16, 16, 16, dtype=torch.bool),
+        aabbs_tensor(BASE_AABB, 2),
+        torch.zeros(32),
+        torch.full((32,), 1e3),
+        0.01,
+        0.0,
     )
     assert ray_indices.shape == t_starts.shape == t_ends.shape == (0,)
     assert ray_indices.dtype == torch.long and t_starts.dtype == torch.float32
@@ -234,8 +250,14 @@ def test_traverse_rays_missing_the_box_give_no_samples():
     )
     far = torch.tensor([1e3, 1e3, 1e3, 3.9])  # last: aimed at the box but stops before it
     ray_indices, _, _ = torch_ops.traverse_occupancy_grid(
-        origins, directions, torch.ones(1, 8, 8, 8, dtype=torch.bool), aabbs_tensor(BASE_AABB, 1),
-        torch.zeros(4), far, 0.01, 0.0,
+        origins,
+        directions,
+        torch.ones(1, 8, 8, 8, dtype=torch.bool),
+        aabbs_tensor(BASE_AABB, 1),
+        torch.zeros(4),
+        far,
+        0.01,
+        0.0,
     )
     assert ray_indices.numel() == 0
 
@@ -258,7 +280,16 @@ def test_traverse_chunking_does_not_change_the_result(monkeypatch):
     """Marching in many small ray chunks gives exactly the single-chunk result."""
     binaries = random_binaries(2, (16, 16, 16), seed=6)
     origins, directions = random_rays(40, BASE_AABB, seed=6)
-    arguments = (origins, directions, binaries, aabbs_tensor(BASE_AABB, 2), torch.zeros(40), torch.full((40,), 1e3), 0.01, 0.02)
+    arguments = (
+        origins,
+        directions,
+        binaries,
+        aabbs_tensor(BASE_AABB, 2),
+        torch.zeros(40),
+        torch.full((40,), 1e3),
+        0.01,
+        0.02,
+    )
     whole = torch_ops.traverse_occupancy_grid(*arguments)
     monkeypatch.setattr(torch_ops, "MAX_CANDIDATES_PER_CHUNK", 100)
     chunked = torch_ops.traverse_occupancy_grid(*arguments)
@@ -297,7 +328,9 @@ def reference_transmittance_and_alpha(t_starts, t_ends, sigmas, ray_indices) -> 
     """float64 ``T_i = exp(-sum_{j<i} sigma_j dt_j)`` and ``alpha_i`` by a loop over sorted packed samples."""
     optical_depth: dict[int, float] = {}
     transmittance, alphas = [], []
-    for t0, t1, sigma, ray in zip(t_starts.double().tolist(), t_ends.double().tolist(), sigmas.double().tolist(), ray_indices.tolist()):
+    for t0, t1, sigma, ray in zip(
+        t_starts.double().tolist(), t_ends.double().tolist(), sigmas.double().tolist(), ray_indices.tolist()
+    ):
         depth = optical_depth.get(ray, 0.0)
         transmittance.append(math.exp(-depth))
         alphas.append(1.0 - math.exp(-sigma * (t1 - t0)))
@@ -362,7 +395,9 @@ def test_packed_exclusive_sum_matches_per_ray_cumsum():
     n_rays = 32  # rays 30 and 31 have no samples; ray 0 is empty by construction
     assert int((ray_indices == 0).sum()) == 0
     result = torch_ops.packed_exclusive_sum(values.double(), ray_indices, n_rays)
-    expected = torch.tensor(reference_exclusive_sum(values.double().tolist(), ray_indices.tolist()), dtype=torch.float64)
+    expected = torch.tensor(
+        reference_exclusive_sum(values.double().tolist(), ray_indices.tolist()), dtype=torch.float64
+    )
     torch.testing.assert_close(result, expected, rtol=1e-12, atol=1e-12)
 
 

@@ -10,7 +10,13 @@ import pytest
 from PIL import Image
 
 from nerfstudio_accel.scenes.cli import main
-from nerfstudio_accel.scenes.object_scene import SceneSpec, build_primitives, generate_scene, look_at_origin, render_view
+from nerfstudio_accel.scenes.object_scene import (
+    SceneSpec,
+    build_primitives,
+    generate_scene,
+    look_at_origin,
+    render_view,
+)
 from nerfstudio_accel.scenes.primitives import Sphere
 
 SPEC = SceneSpec(num_train=6, num_val=2, num_test=3, resolution=32, supersample=2, seed=3)
@@ -195,8 +201,15 @@ def test_heldout_directions_are_disjoint_from_train(scene_dir: Path) -> None:
 
 @pytest.mark.parametrize(
     "bad_field",
-    [{"resolution": 4}, {"num_train": 0}, {"num_val": -1}, {"num_test": -2}, {"supersample": 0},
-     {"camera_distance": 1.0}, {"camera_angle_x": 0.0}],
+    [
+        {"resolution": 4},
+        {"num_train": 0},
+        {"num_val": -1},
+        {"num_test": -2},
+        {"supersample": 0},
+        {"camera_distance": 1.0},
+        {"camera_angle_x": 0.0},
+    ],
 )
 def test_bad_spec_raises(bad_field: dict) -> None:
     with pytest.raises(ValueError):
@@ -221,8 +234,10 @@ def test_cli_refuses_non_empty_dir_without_force(tmp_path: Path, capsys: pytest.
 
 def test_cli_force_removes_stale_views(tmp_path: Path) -> None:
     assert main([str(tmp_path), "--num-train", "3", "--num-val", "0", "--num-test", "0", "--resolution", "8"]) == 0
-    assert main([str(tmp_path), "--num-train", "1", "--num-val", "0", "--num-test", "0", "--resolution", "8",
-                 "--force"]) == 0
+    assert (
+        main([str(tmp_path), "--num-train", "1", "--num-val", "0", "--num-test", "0", "--resolution", "8", "--force"])
+        == 0
+    )
     assert [path.name for path in (tmp_path / "train").iterdir()] == ["r_0.png"]
 
 

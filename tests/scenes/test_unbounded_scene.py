@@ -8,11 +8,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from PIL import Image
-
 from nerfstudio.cameras.cameras import CameraType
 from nerfstudio.data.dataparsers.base_dataparser import DataparserOutputs
 from nerfstudio.data.dataparsers.nerfstudio_dataparser import NerfstudioDataParserConfig
+from PIL import Image
+
 from nerfstudio_accel.scenes.cli import main
 from nerfstudio_accel.scenes.object_scene import OBJECT_BOUND, look_at_origin
 from nerfstudio_accel.scenes.primitives import trace
@@ -45,8 +45,9 @@ def parsed(scene_dir: Path) -> dict[str, DataparserOutputs]:
     return {split: parser.get_dataparser_outputs(split) for split in SPLIT_COUNTS}
 
 
-def to_world(outputs: DataparserOutputs, points: torch.Tensor,
-             directions: torch.Tensor) -> tuple[np.ndarray, np.ndarray]:
+def to_world(
+    outputs: DataparserOutputs, points: torch.Tensor, directions: torch.Tensor
+) -> tuple[np.ndarray, np.ndarray]:
     """Undo the parser's orient / centre / scale: parsed points and directions (..., 3) -> world, float64."""
     transform = outputs.dataparser_transform.double().numpy()
     rotation, translation = transform[:, :3], transform[:, 3]
@@ -210,8 +211,16 @@ def test_frame_file_paths_sort_in_arc_order() -> None:
 
 @pytest.mark.parametrize(
     "bad_field",
-    [{"resolution": 4}, {"num_train": 0}, {"arc_degrees": 0.0}, {"arc_degrees": 400.0}, {"elevation_swing_deg": 20.0},
-     {"elevation_deg": 89.0}, {"backdrop_radius": 20.0}, {"camera_distance": 1.0}],
+    [
+        {"resolution": 4},
+        {"num_train": 0},
+        {"arc_degrees": 0.0},
+        {"arc_degrees": 400.0},
+        {"elevation_swing_deg": 20.0},
+        {"elevation_deg": 89.0},
+        {"backdrop_radius": 20.0},
+        {"camera_distance": 1.0},
+    ],
 )
 def test_bad_spec_raises(bad_field: dict) -> None:
     with pytest.raises(ValueError):
@@ -229,8 +238,24 @@ def test_cli_unbounded(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> No
 
     assert main([str(tmp_path), *small]) == 2
     assert "not empty" in capsys.readouterr().err
-    assert main([str(tmp_path), "--unbounded", "--num-train", "1", "--num-val", "0", "--num-test", "0",
-                 "--resolution", "8", "--force"]) == 0
+    assert (
+        main(
+            [
+                str(tmp_path),
+                "--unbounded",
+                "--num-train",
+                "1",
+                "--num-val",
+                "0",
+                "--num-test",
+                "0",
+                "--resolution",
+                "8",
+                "--force",
+            ]
+        )
+        == 0
+    )
     assert [path.name for path in (tmp_path / "images").iterdir()] == ["frame_00001.png"], "stale frames removed"
 
 

@@ -12,14 +12,14 @@ import urllib.request
 import numpy as np
 import pytest
 import torch
-from conftest import cli_env
 
+from accel_test_helpers import make_trainer, run_steps
+from conftest import cli_env
+from headless_browser import free_port, viewer_port
 from nerfstudio_accel.viewer import accel_panel, page_camera, scene_overlays
 from nerfstudio_accel.viewer.accel_panel import AccelPanel, summary_markdown
 from nerfstudio_accel.viewer.training_stats import TrainingStats
 from nerfstudio_accel.viewer.training_viewer import TrainingViewer
-from accel_test_helpers import make_trainer, run_steps
-from headless_browser import free_port, viewer_port
 
 
 @pytest.fixture
@@ -40,7 +40,9 @@ def test_the_viewer_port_is_read_back_when_the_asked_one_is_taken(tmp_path):
         asked = taker.getsockname()[1]
         serve = f"import time, viser; viser.ViserServer(host='127.0.0.1', port={asked}); time.sleep(300)"
         with (tmp_path / "viser.log").open("w") as log:
-            process = subprocess.Popen([sys.executable, "-c", serve], stdout=log, stderr=subprocess.STDOUT, env=cli_env())
+            process = subprocess.Popen(
+                [sys.executable, "-c", serve], stdout=log, stderr=subprocess.STDOUT, env=cli_env()
+            )
         try:
             port = viewer_port(tmp_path / "viser.log", process, timeout=120)
             assert port != asked
@@ -54,7 +56,12 @@ def test_the_viewer_port_is_read_back_when_the_asked_one_is_taken(tmp_path):
 def test_stats_average_over_the_window_and_thin_the_history():
     stats = TrainingStats(max_steps=100, window=2, history_points=4)
     for step, (seconds, rays, psnr) in enumerate([(1.0, 100, 10.0), (0.5, 200, 12.0), (0.5, 300, 11.0)]):
-        stats.record(step, seconds, loss=0.1 / (step + 1), metrics={"num_rays_per_batch": rays, "num_samples_per_batch": 10 * rays, "psnr": psnr})
+        stats.record(
+            step,
+            seconds,
+            loss=0.1 / (step + 1),
+            metrics={"num_rays_per_batch": rays, "num_samples_per_batch": 10 * rays, "psnr": psnr},
+        )
     values = stats.snapshot()
     assert values["rays_per_second"] == pytest.approx(500 / 1.0)  # the last two steps only
     assert values["samples_per_second"] == pytest.approx(5000 / 1.0)
@@ -65,7 +72,9 @@ def test_stats_average_over_the_window_and_thin_the_history():
         stats.record(step, 0.1, loss=0.0, metrics={"psnr": 20.0})
     assert len(stats.history) <= 4 and stats.history[-1][1] == 20.0
     culled = TrainingStats(max_steps=1)
-    culled.record(0, 1.0, 0.0, {}, sampling={"candidates": 100, "kept": 30, "alpha_culled": 50, "occupied_fraction": 0.25})
+    culled.record(
+        0, 1.0, 0.0, {}, sampling={"candidates": 100, "kept": 30, "alpha_culled": 50, "occupied_fraction": 0.25}
+    )
     values = culled.snapshot()
     assert values["alpha_culled_fraction"] == 0.5 and values["early_stopped_fraction"] == pytest.approx(0.2)
     assert values["occupied_fraction"] == 0.25
@@ -83,7 +92,12 @@ def test_summary_leaves_out_unknown_values_and_formats_the_eta():
 
 def test_panel_shows_the_pipelines_own_metrics(tiny_scene, tmp_path, viser_server):
     trainer = make_trainer(tiny_scene, tmp_path, accel_panel_every=1)
-    panel = AccelPanel(viser_server, trainer.pipeline, TrainingStats(max_steps=100, precision=trainer.precision), chart_every_seconds=0.0)
+    panel = AccelPanel(
+        viser_server,
+        trainer.pipeline,
+        TrainingStats(max_steps=100, precision=trainer.precision),
+        chart_every_seconds=0.0,
+    )
     attach(trainer, panel)
     run_steps(trainer, 0, 3)
     metrics = trainer.last_metrics
@@ -107,7 +121,9 @@ def test_the_charts_clock_counts_every_step_not_only_the_recorded_ones(tiny_scen
     run_steps(trainer, 0, 7)  # recorded at steps 0, 3 and 6
     stats = trainer.accel_panel.stats
     recorded = sum(record.seconds for record in stats.steps)
-    assert stats.history[-1][0] == trainer.training_viewer.training_seconds > recorded  # four unrecorded steps add their time
+    assert (
+        stats.history[-1][0] == trainer.training_viewer.training_seconds > recorded
+    )  # four unrecorded steps add their time
 
 
 def test_the_panel_shows_the_culling_counts_of_the_steps_it_reads(tiny_scene, tmp_path, viser_server):
@@ -233,7 +249,9 @@ def test_proposal_overlay_draws_the_main_samples_of_the_view_centre_ray(tmp_path
 
     from nerfstudio_accel.scenes.unbounded_scene import UnboundedSceneSpec, generate_unbounded_scene
 
-    scene = generate_unbounded_scene(tmp_path / "scene", UnboundedSceneSpec(num_train=6, num_val=1, num_test=1, resolution=16))
+    scene = generate_unbounded_scene(
+        tmp_path / "scene", UnboundedSceneSpec(num_train=6, num_val=1, num_test=1, resolution=16)
+    )
     trainer = make_trainer(scene, tmp_path / "out", dataparser=NerfstudioDataParserConfig())
     panel = AccelPanel(viser_server, trainer.pipeline, TrainingStats(max_steps=10))
     panel.show_sampling.value = True
@@ -258,7 +276,9 @@ def test_the_centre_ray_is_the_ray_nerfstudio_renders_through_the_view_centre():
     from nerfstudio.viewer.utils import get_camera
     from nerfstudio.viewer.viewer import Viewer
 
-    camera = SimpleNamespace(wxyz=vtf.SO3.from_rpy_radians(0.3, -0.7, 1.9).wxyz, position=np.array([4.0, -2.0, 7.0]), fov=0.9, aspect=1.0)
+    camera = SimpleNamespace(
+        wxyz=vtf.SO3.from_rpy_radians(0.3, -0.7, 1.9).wxyz, position=np.array([4.0, -2.0, 7.0]), fov=0.9, aspect=1.0
+    )
     state = Viewer.get_camera_state(SimpleNamespace(ready=False, current_camera_idx=0), SimpleNamespace(camera=camera))
     rays = get_camera(state, 65, 65).generate_rays(camera_indices=0)
     origin, direction = page_camera.centre_ray(camera.wxyz, camera.position)
@@ -289,13 +309,17 @@ def test_a_page_opens_beside_a_training_camera_clear_of_its_frustum():
 
     import viser.transforms as vtf
 
-    camera_to_world = torch.tensor([[1.0, 0.0, 0.0, 0.0], [0.0, 0.0, -1.0, -4.0], [0.0, 1.0, 0.0, 0.3]])  # looks along +y
+    camera_to_world = torch.tensor(
+        [[1.0, 0.0, 0.0, 0.0], [0.0, 0.0, -1.0, -4.0], [0.0, 1.0, 0.0, 0.3]]
+    )  # looks along +y
     centre = torch.tensor([0.0, 0.5, 0.0])
     handlers = {}
     server = SimpleNamespace(on_client_connect=lambda f: handlers.setdefault("connect", f))
     page_camera.open_pages_at(server, camera_to_world, fov=0.7, centre=centre, step_aside_radians=math.radians(8.0))
     page = SimpleNamespace(position=np.zeros(3), wxyz=np.array([1.0, 0, 0, 0]), look_at=np.zeros(3), fov=1.3)
-    client = SimpleNamespace(camera=SimpleNamespace(on_update=lambda f: handlers.setdefault("update", f)), atomic=contextlib.nullcontext)
+    client = SimpleNamespace(
+        camera=SimpleNamespace(on_update=lambda f: handlers.setdefault("update", f)), atomic=contextlib.nullcontext
+    )
     handlers["connect"](client)
     handlers["update"](page)
 
@@ -318,7 +342,9 @@ def test_the_grid_overlay_draws_exactly_the_occupied_cells_of_the_finest_level()
     from nerfstudio_accel.sampling.occupancy import OccupancySampler
     from nerfstudio_accel.sampling.torch_ops import grid_cell_of_points
 
-    sampler = OccupancySampler(aabb=torch.tensor([-1.0, -2.0, -0.5, 1.0, 2.0, 1.5]), resolution=8, levels=2, backend="torch")
+    sampler = OccupancySampler(
+        aabb=torch.tensor([-1.0, -2.0, -0.5, 1.0, 2.0, 1.5]), resolution=8, levels=2, backend="torch"
+    )
     binaries = torch.zeros_like(sampler.grid.binaries)
     binaries[0, 1, 5, 6] = binaries[0, 7, 0, 2] = binaries[1, 3, 3, 3] = True  # two fine cells, one coarse
     sampler.grid.binaries.copy_(binaries)
@@ -338,7 +364,9 @@ def test_the_pages_train_util_slider_applies_and_cpu_starts_at_the_fast_preset(t
     control_panel = SimpleNamespace(_train_util=SimpleNamespace(value=0.85), _max_res=SimpleNamespace(value=512))
     updates = []
     trainer.viewer_state = SimpleNamespace(
-        viser_server=viser_server, control_panel=control_panel, train_util=0.9,
+        viser_server=viser_server,
+        control_panel=control_panel,
+        train_util=0.9,
         update_scene=lambda step, rays: updates.append((step, trainer.viewer_state.train_util)),
     )
     trainer._init_viewer_state()

@@ -9,9 +9,16 @@ import time
 
 import numpy as np
 import pytest
+
 from conftest import cli_env, console_script
 from headless_browser import (
-    WatchedTraining, canvas_pixels, chromium_missing_reason, click_checkbox, free_port, read_panel, viewer_port,
+    WatchedTraining,
+    canvas_pixels,
+    chromium_missing_reason,
+    click_checkbox,
+    free_port,
+    read_panel,
+    viewer_port,
 )
 
 pytestmark = pytest.mark.skipif(bool(chromium_missing_reason()), reason=chromium_missing_reason() or "ok")
@@ -20,10 +27,25 @@ pytestmark = pytest.mark.skipif(bool(chromium_missing_reason()), reason=chromium
 def test_accel_panel_in_a_real_browser(tiny_scene, tmp_path):
     port = free_port()
     command = [
-        console_script("ns-train"), "accel-ngp", "--vis", "viewer", "--viewer.websocket-port", str(port),
-        "--viewer.websocket-host", "127.0.0.1", "--machine.device-type", "cpu", "--max-num-iterations", "5000",
-        "--output-dir", str(tmp_path / "outputs"), "--accel-panel-every", "5",
-        "blender-data", "--data", str(tiny_scene),
+        console_script("ns-train"),
+        "accel-ngp",
+        "--vis",
+        "viewer",
+        "--viewer.websocket-port",
+        str(port),
+        "--viewer.websocket-host",
+        "127.0.0.1",
+        "--machine.device-type",
+        "cpu",
+        "--max-num-iterations",
+        "5000",
+        "--output-dir",
+        str(tmp_path / "outputs"),
+        "--accel-panel-every",
+        "5",
+        "blender-data",
+        "--data",
+        str(tiny_scene),
     ]
     with (tmp_path / "ns-train.log").open("w") as log:
         process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=cli_env(), start_new_session=True)
