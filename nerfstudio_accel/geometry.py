@@ -19,7 +19,7 @@ def pose_corrected_rays(
     camera_optimizer: CameraOptimizer,
     origins: Float[Tensor, "n_rays 3"],
     directions: Float[Tensor, "n_rays 3"],
-    cameras: Int[Tensor, "n_rays"],
+    cameras: Int[Tensor, " n_rays"],
 ) -> Tuple[Float[Tensor, "n_rays 3"], Float[Tensor, "n_rays 3"]]:
     """``origins, directions`` moved by the camera optimizer's corrections of their ``cameras``, in fp32
     (through the corrections' graph when grad is on)."""

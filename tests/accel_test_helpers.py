@@ -26,12 +26,14 @@ def make_trainer(
     dataparser: Optional[Any] = None,
     method: Optional[AccelTrainerConfig] = None,
     resolve: bool = True,
+    test_mode: str = "val",
     **trainer_overrides,
 ) -> AccelTrainer:
     """accel-ngp's AccelTrainer on ``device``, as ns-train builds it, on a Blender-format scene (or the
     given ``dataparser`` config's format); ``pipeline`` and ``model`` override those configs' fields,
     keyword arguments the trainer config's. ``method``: another method's config than accel-ngp's. ``resolve``
-    False: the caller saves config.yml before set-up, which resolves it (as ns-train does)."""
+    False: the caller saves config.yml before set-up, which resolves it (as ns-train does). ``test_mode``: the
+    split evaluation reads (checked and loaded)."""
 
     def override(config) -> None:
         config.experiment_name, config.timestamp = "exp", "run"
@@ -50,6 +52,7 @@ def make_trainer(
         device,
         dataparser=dataparser if dataparser is not None else BlenderDataParserConfig(),
         output_dir=output_dir,
+        eval_split=test_mode,
         configure=override,
         resolve=resolve,
     )
@@ -58,7 +61,7 @@ def make_trainer(
         config.save_config()
     trainer = config.setup(local_rank=0, world_size=1)
     if setup:
-        trainer.setup()
+        trainer.setup(test_mode=test_mode)
     return trainer
 
 

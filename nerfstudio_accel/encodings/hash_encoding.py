@@ -47,7 +47,7 @@ class FusedHashEncoding(torch.autograd.Function):
 
     @staticmethod
     def forward(  # type: ignore[override]
-        ctx: Any, points: Float[Tensor, "n 3"], table: Float[Tensor, "params"], levels: LevelTensors, features: int
+        ctx: Any, points: Float[Tensor, "n 3"], table: Float[Tensor, " params"], levels: LevelTensors, features: int
     ) -> Float[Tensor, "n out"]:
         rows = table.detach().view(-1, features)
         ctx.save_for_backward(points, table)  # the parameter itself: the graph holds no copy of the table

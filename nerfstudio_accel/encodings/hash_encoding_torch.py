@@ -32,7 +32,7 @@ def corner_rows(vertex: Int[Tensor, "n 8 3"], layout: HashGridLayout, level: int
 
 
 def encode_torch(
-    points: Float[Tensor, "n 3"], table: Float[Tensor, "params"], layout: HashGridLayout
+    points: Float[Tensor, "n 3"], table: Float[Tensor, " params"], layout: HashGridLayout
 ) -> Float[Tensor, "n out"]:
     """Features ``(n, levels * features_per_level)`` (level-major) of ``points`` in ``[0, 1]^3``."""
     features = layout.features_per_level

@@ -122,7 +122,7 @@ class HashGridField(nn.Module):
         self,
         geo_features: Float[Tensor, "n geo"],
         directions: Float[Tensor, "n 3"],
-        camera_indices: Optional[Int[Tensor, "n"]] = None,
+        camera_indices: Optional[Int[Tensor, " n"]] = None,
     ) -> Float[Tensor, "n 3"]:
         """Pre-activation colour from geometry features, unit view ``directions`` and, with appearance
         embeddings, the training image each sample was seen from (empty in, empty out)."""
@@ -136,7 +136,7 @@ class HashGridField(nn.Module):
             features.append(self.appearance_vectors(camera_indices, directions.shape[0]).to(geo_features))
         return self.color_mlp(torch.cat(features, dim=-1))
 
-    def appearance_vectors(self, camera_indices: Optional[Int[Tensor, "n"]], n: int) -> Float[Tensor, "n dim"]:
+    def appearance_vectors(self, camera_indices: Optional[Int[Tensor, " n"]], n: int) -> Float[Tensor, "n dim"]:
         """Each sample's image embedding in training; the mean embedding otherwise (or without indices)."""
         assert self.appearance is not None
         if self.training and camera_indices is not None:
@@ -147,7 +147,7 @@ class HashGridField(nn.Module):
         self,
         positions: Float[Tensor, "n 3"],
         directions: Float[Tensor, "n 3"],
-        camera_indices: Optional[Int[Tensor, "n"]] = None,
+        camera_indices: Optional[Int[Tensor, " n"]] = None,
     ) -> Tuple[Float[Tensor, "n 1"], Float[Tensor, "n 3"]]:
         """Pre-activation density ``sigma'`` and colour ``c'`` at points seen from unit ``directions``
         (``camera_indices``: the training image of each sample, for appearance embeddings)."""

@@ -101,7 +101,7 @@ class HashGridLayout:
 class LevelTensors:
     """Per-level constants: ``scales (L,)`` float32, ``resolutions (L,)``, ``offsets (L+1,)`` int64, ``dense (L,)``."""
 
-    scales: Float[Tensor, "levels"]
-    resolutions: Int[Tensor, "levels"]
-    offsets: Int[Tensor, "levels_plus_1"]
+    scales: Float[Tensor, " levels"]
+    resolutions: Int[Tensor, " levels"]
+    offsets: Int[Tensor, " levels_plus_1"]
     dense: Tensor

@@ -123,11 +123,11 @@ def traverse_occupancy_grid(
     directions: Float[Tensor, "n_rays 3"],
     binaries: Bool[Tensor, "n_levels rx ry rz"],
     aabbs: Float[Tensor, "n_levels 6"],
-    near_planes: Float[Tensor, "n_rays"],
-    far_planes: Float[Tensor, "n_rays"],
+    near_planes: Float[Tensor, " n_rays"],
+    far_planes: Float[Tensor, " n_rays"],
     step_size: float,
     cone_angle: float = 0.0,
-) -> Tuple[Int[Tensor, "n_samples"], Float[Tensor, "n_samples"], Float[Tensor, "n_samples"]]:
+) -> Tuple[Int[Tensor, " n_samples"], Float[Tensor, " n_samples"], Float[Tensor, " n_samples"]]:
     """The torch twin's contract on CPU tensors: packed ``ray_indices (int64), t_starts, t_ends`` of the
     lattice steps whose midpoints lie in occupied cells, sorted by ray then ``t``."""
     t_min, t_max, k_first, counts = lattice_ranges(

@@ -78,7 +78,7 @@ class ProposalSamples:
         return self.ray_samples.shape[0]
 
     @property
-    def ray_indices(self) -> Int[Tensor, "n_samples"]:
+    def ray_indices(self) -> Int[Tensor, " n_samples"]:
         """Ray of each flat sample (row-major over ``[n_rays, n_per_ray]``), as :class:`PackedSamples` has it."""
         n_rays, per_ray = self.ray_samples.shape[:2]
         return torch.arange(n_rays, device=self.ray_samples.frustums.origins.device).repeat_interleave(per_ray)
@@ -88,7 +88,7 @@ class ProposalSamples:
         """World-space sample points, flat (row-major), as :class:`PackedSamples` has them."""
         return self.ray_samples.frustums.get_positions().reshape(-1, 3)
 
-    def subset(self, index: Int[Tensor, "m"]) -> "ProposalSamples":
+    def subset(self, index: Int[Tensor, " m"]) -> "ProposalSamples":
         """Samples at flat ``index`` (a flat ``[m]`` batch; proposal rounds not carried)."""
         return ProposalSamples(self.ray_samples.flatten()[index], [], [])
 

@@ -386,7 +386,7 @@ class AccelNGPModel(AccelModel):
         self,
         origins: Float[Tensor, "n_rays 3"],
         directions: Float[Tensor, "n_rays 3"],
-        cameras: Optional[Int[Tensor, "n_rays"]],
+        cameras: Optional[Int[Tensor, " n_rays"]],
     ) -> Tuple[Float[Tensor, "n_rays 3"], Float[Tensor, "n_rays 3"]]:
         """Rays moved by the camera optimizer's current pose corrections, in fp32 (training with it on), else unchanged."""
         if not self.training or cameras is None or self.config.camera_optimizer.mode == "off" or origins.shape[0] == 0:

@@ -33,12 +33,12 @@ class Samples(Protocol):
     def n_rays(self) -> int: ...
 
     @property
-    def ray_indices(self) -> Int[Tensor, "n_samples"]: ...
+    def ray_indices(self) -> Int[Tensor, " n_samples"]: ...
 
     @property
     def positions(self) -> Float[Tensor, "n_samples 3"]: ...
 
-    def subset(self, index: Int[Tensor, "m"]) -> "Samples":
+    def subset(self, index: Int[Tensor, " m"]) -> "Samples":
         """The samples at flat ``index``, same rays."""
 
 

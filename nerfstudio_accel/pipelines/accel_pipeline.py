@@ -31,7 +31,7 @@ from nerfstudio_accel.data.scene_checks import check_scene
 from nerfstudio_accel.errors import ConfigError
 from nerfstudio_accel.models.base import AccelModel, AccelModelConfig
 
-HardSampleBatch = Tuple[Int[Tensor, "B"], Float[Tensor, "B 3"], int, Int[Tensor, "b"]]
+HardSampleBatch = Tuple[Int[Tensor, " B"], Float[Tensor, "B 3"], int, Int[Tensor, " b"]]
 """A mined batch for the viewer: ``(ray_indices (B,), positions (B, 3), n_rays, hard indices (b,))``."""
 
 

@@ -46,7 +46,7 @@ def reaches_parameters(tensor: Tensor, inputs: List[Tensor]) -> bool:
     return False
 
 
-def importance_moments(importance: Float[Tensor, "B"]) -> Float[Tensor, "3"]:
+def importance_moments(importance: Float[Tensor, " B"]) -> Float[Tensor, "3"]:
     """``(B, sum G, sum G^2)`` in float32 (MPS has no float64), the statistics tau is computed from; they
     add up over ranks."""
     importance = importance.float()
@@ -82,7 +82,7 @@ class HardBatchSizer:
     min_fraction: float = 0.0
     tau_hat: float = 1.0
 
-    def update(self, importance: Float[Tensor, "B"]) -> Optional[float]:
+    def update(self, importance: Float[Tensor, " B"]) -> Optional[float]:
         """Fold this step's ``tau`` (over every rank's samples) into ``tau_hat``; returns ``tau``, or None
         with ``tau_hat`` unchanged when an importance on any rank is not finite."""
         tau = tau_from_moments(distributed.all_reduce_sum(importance_moments(importance)))
@@ -98,7 +98,7 @@ class HardBatchSizer:
         return int(min(max(b, 1), num_samples))
 
 
-def draw_hard_samples(importance: Float[Tensor, "B"], b: int) -> Int[Tensor, "b_drawn"]:
+def draw_hard_samples(importance: Float[Tensor, " B"], b: int) -> Int[Tensor, " b_drawn"]:
     """``b`` distinct indices drawn with probability proportional to ``importance`` (finite, ``>= 0``), sorted.
 
     Samples with zero importance carry zero gradient, so at most ``count_nonzero(importance)``

@@ -8,7 +8,7 @@ A model holds one sampler and never asks which: it calls :meth:`Sampler.sample` 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import Callable, Dict, Optional
+from typing import Callable, Dict, Optional, Tuple
 
 import torch
 from jaxtyping import Float
@@ -20,6 +20,24 @@ DensityFn = Callable[[Float[Tensor, "n 3"]], Float[Tensor, "n 1"]]
 """World-space points to the main field's activated densities."""
 
 
+def ray_bounds(
+    n_rays: int,
+    near_plane: float,
+    far_plane: float,
+    nears: Optional[Float[Tensor, " n_rays"]],
+    fars: Optional[Float[Tensor, " n_rays"]],
+    device: torch.device,
+) -> Tuple[Float[Tensor, " n_rays"], Float[Tensor, " n_rays"]]:
+    """Each ray's near and far distance: the global planes, tightened by the per-ray ones when given."""
+    near = torch.full((n_rays,), near_plane, device=device)
+    far = torch.full((n_rays,), far_plane, device=device)
+    if nears is not None:
+        near = torch.maximum(near, nears.reshape(-1))
+    if fars is not None:
+        far = torch.minimum(far, fars.reshape(-1))
+    return near, far
+
+
 class Sampler(nn.Module, ABC):
     """Places samples along rays for a radiance field."""
 
@@ -28,8 +46,8 @@ class Sampler(nn.Module, ABC):
         self,
         origins: Float[Tensor, "n_rays 3"],
         directions: Float[Tensor, "n_rays 3"],
-        nears: Optional[Float[Tensor, "n_rays"]],
-        fars: Optional[Float[Tensor, "n_rays"]],
+        nears: Optional[Float[Tensor, " n_rays"]],
+        fars: Optional[Float[Tensor, " n_rays"]],
         density_fn: DensityFn,
         stratified: bool,
     ) -> PackedSamples:
@@ -45,7 +63,7 @@ class Sampler(nn.Module, ABC):
     def update(self, step: int, density_fn: DensityFn) -> None:
         """Advance the sampler's state before training step ``step`` (grid updates, annealing)."""
 
-    def losses(self, samples: PackedSamples, weights: Float[Tensor, "n_samples"]) -> Dict[str, Tensor]:
+    def losses(self, samples: PackedSamples, weights: Float[Tensor, " n_samples"]) -> Dict[str, Tensor]:
         """Unweighted losses the sampler trains by, from the main field's compositing ``weights`` of
         ``samples`` (training only); none by default."""
         return {}

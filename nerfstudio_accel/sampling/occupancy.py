@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import Callable, Dict, Optional, Tuple
+from typing import Callable, Dict, Optional, Tuple, Union
 
 import torch
 from jaxtyping import Bool, Float, Int
@@ -33,7 +33,7 @@ from nerfstudio_accel.kernels.backends import (
     runnable_sampler_backend,
 )
 from nerfstudio_accel.sampling import torch_ops
-from nerfstudio_accel.sampling.base import DensityFn, Sampler
+from nerfstudio_accel.sampling.base import DensityFn, Sampler, ray_bounds
 from nerfstudio_accel.sampling.packed import PackedSamples
 
 logger = logging.getLogger(__name__)
@@ -122,7 +122,7 @@ class OccupancySampler(Sampler):
         self._resolved: Dict[str, ResolvedSamplerBackend] = {}
         self.updates = 0
         """Grid updates made so far in this process (the viewer redraws the grid only when it changes)."""
-        self._last_counts: Dict[str, Tensor] = {}
+        self._last_counts: Dict[str, Union[int, Tensor]] = {}
 
     def backend_for(self, device: torch.device) -> ResolvedSamplerBackend:
         """The marching backend used for rays on ``device`` (:func:`~nerfstudio_accel.kernels.backends.runnable_sampler_backend`)."""
@@ -164,7 +164,7 @@ class OccupancySampler(Sampler):
 
     def _update_points(
         self, all_cells: bool, generator: torch.Generator
-    ) -> Tuple[Int[Tensor, "n"], Float[Tensor, "n 3"]]:
+    ) -> Tuple[Int[Tensor, " n"], Float[Tensor, "n 3"]]:
         """The cells one update evaluates, as flat ids over all levels ``(n,)``, and a uniformly jittered
         point inside each, in world coordinates ``(n, 3)``."""
         grid = self.grid
@@ -192,10 +192,10 @@ class OccupancySampler(Sampler):
         self,
         origins: Float[Tensor, "n_rays 3"],
         directions: Float[Tensor, "n_rays 3"],
-        nears: Optional[Float[Tensor, "n_rays"]] = None,
-        fars: Optional[Float[Tensor, "n_rays"]] = None,
+        nears: Optional[Float[Tensor, " n_rays"]] = None,
+        fars: Optional[Float[Tensor, " n_rays"]] = None,
         stratified: bool = False,
-    ) -> Tuple[Int[Tensor, "n_samples"], Float[Tensor, "n_samples"], Float[Tensor, "n_samples"]]:
+    ) -> Tuple[Int[Tensor, " n_samples"], Float[Tensor, " n_samples"], Float[Tensor, " n_samples"]]:
         """Packed candidate samples: every step of the lattice whose midpoint lies in an occupied cell,
         between the near and far planes (per-ray planes tighten the global ones), at most
         ``marching.max_samples_per_ray`` per ray (the nearest).
@@ -206,13 +206,7 @@ class OccupancySampler(Sampler):
         Returns ``ray_indices (int64), t_starts, t_ends``. Not differentiable.
         """
         options = self.marching
-        n_rays = origins.shape[0]
-        near = torch.full((n_rays,), options.near_plane, device=origins.device)
-        far = torch.full((n_rays,), options.far_plane, device=origins.device)
-        if nears is not None:
-            near = torch.maximum(near, nears.reshape(-1))
-        if fars is not None:
-            far = torch.minimum(far, fars.reshape(-1))
+        near, far = ray_bounds(origins.shape[0], options.near_plane, options.far_plane, nears, fars, origins.device)
         if stratified:
             near = near + torch.rand_like(near) * options.render_step_size
         origins, directions = origins.float().contiguous(), directions.float().contiguous()
@@ -257,7 +251,7 @@ class OccupancySampler(Sampler):
         )
 
     def effective_alpha_threshold(self) -> float:
-        """The opacity threshold :meth:`visible` applies: 0 before the grid warm-up, then
+        """The opacity threshold sampling culls by: 0 before the grid warm-up, then
         ``marching.alpha_threshold`` capped by the grid's mean occupancy (as nerfacc does)."""
         return min(self.marching.alpha_threshold, float(self.grid.occs.mean())) if bool(self.warmed_up) else 0.0
 
@@ -268,16 +262,16 @@ class OccupancySampler(Sampler):
     @torch.no_grad()
     def visible(
         self,
-        ray_indices: Int[Tensor, "n_samples"],
-        t_starts: Float[Tensor, "n_samples"],
-        t_ends: Float[Tensor, "n_samples"],
-        densities: Float[Tensor, "n_samples"],
+        ray_indices: Int[Tensor, " n_samples"],
+        t_starts: Float[Tensor, " n_samples"],
+        t_ends: Float[Tensor, " n_samples"],
+        densities: Float[Tensor, " n_samples"],
         n_rays: int,
-    ) -> Bool[Tensor, "n_samples"]:
-        """Boolean mask of the samples kept: opacity above the alpha threshold (once the grid is warmed
-        up; capped by the grid's mean occupancy as nerfacc does) and transmittance above ``early_stop_eps``."""
+        alpha_threshold: float,
+    ) -> Bool[Tensor, " n_samples"]:
+        """Boolean mask of the samples kept: opacity at least ``alpha_threshold`` (see
+        :meth:`effective_alpha_threshold`) and transmittance at least ``early_stop_eps``."""
         options = self.marching
-        alpha_threshold = self.effective_alpha_threshold()
         if self.backend_for(densities.device) == "nerfacc":
             from nerfacc.volrend import render_visibility_from_density
 
@@ -305,8 +299,8 @@ class OccupancySampler(Sampler):
         self,
         origins: Float[Tensor, "n_rays 3"],
         directions: Float[Tensor, "n_rays 3"],
-        nears: Optional[Float[Tensor, "n_rays"]] = None,
-        fars: Optional[Float[Tensor, "n_rays"]] = None,
+        nears: Optional[Float[Tensor, " n_rays"]] = None,
+        fars: Optional[Float[Tensor, " n_rays"]] = None,
         density_fn: Optional[DensityFn] = None,
         stratified: bool = False,
     ) -> PackedSamples:
@@ -321,14 +315,16 @@ class OccupancySampler(Sampler):
             origins.float()[ray_indices] + directions.float()[ray_indices] * (0.5 * (t_starts + t_ends))[:, None]
         )
         densities = evaluate_in_chunks(density_fn, positions).reshape(-1).float()
-        keep = torch.nonzero(self.visible(ray_indices, t_starts, t_ends, densities, origins.shape[0])).reshape(-1)
+        threshold = self.effective_alpha_threshold()
+        keep = torch.nonzero(
+            self.visible(ray_indices, t_starts, t_ends, densities, origins.shape[0], threshold)
+        ).reshape(-1)
         if self.training:
             alphas = 1.0 - torch.exp(-densities * (t_ends - t_starts))
-            culled = (alphas < self.effective_alpha_threshold()).sum()
             self._last_counts = {
-                "candidates": torch.tensor(t_starts.numel()),
-                "kept": torch.tensor(keep.numel()),
-                "alpha_culled": culled,
+                "candidates": t_starts.numel(),
+                "kept": keep.numel(),
+                "alpha_culled": (alphas < threshold).sum(),
             }
         return PackedSamples(ray_indices[keep], t_starts[keep], t_ends[keep], origins, directions, density_index=keep)
 

@@ -24,14 +24,14 @@ class PackedSamples:
     was called on, in call order (a sampler that evaluated every candidate once), else None.
     """
 
-    ray_indices: Int[Tensor, "n_samples"]
-    t_starts: Float[Tensor, "n_samples"]
-    t_ends: Float[Tensor, "n_samples"]
+    ray_indices: Int[Tensor, " n_samples"]
+    t_starts: Float[Tensor, " n_samples"]
+    t_ends: Float[Tensor, " n_samples"]
     origins: Float[Tensor, "n_rays 3"]
     directions: Float[Tensor, "n_rays 3"]
-    camera_indices: Optional[Int[Tensor, "n_rays"]] = None
+    camera_indices: Optional[Int[Tensor, " n_rays"]] = None
     proposal: Optional["ProposalRounds"] = None
-    density_index: Optional[Int[Tensor, "n_samples"]] = None
+    density_index: Optional[Int[Tensor, " n_samples"]] = None
 
     @property
     def n_rays(self) -> int:
@@ -42,7 +42,7 @@ class PackedSamples:
         return self.t_starts.shape[0]
 
     @property
-    def t_mids(self) -> Float[Tensor, "n_samples"]:
+    def t_mids(self) -> Float[Tensor, " n_samples"]:
         return 0.5 * (self.t_starts + self.t_ends)
 
     @property
@@ -55,13 +55,13 @@ class PackedSamples:
         return self.directions[self.ray_indices]
 
     @property
-    def sample_camera_indices(self) -> Optional[Int[Tensor, "n_samples"]]:
+    def sample_camera_indices(self) -> Optional[Int[Tensor, " n_samples"]]:
         return None if self.camera_indices is None else self.camera_indices[self.ray_indices]
 
-    def samples_per_ray(self) -> Int[Tensor, "n_rays"]:
+    def samples_per_ray(self) -> Int[Tensor, " n_rays"]:
         return torch.bincount(self.ray_indices, minlength=self.n_rays)
 
-    def subset(self, index: Int[Tensor, "m"]) -> "PackedSamples":
+    def subset(self, index: Int[Tensor, " m"]) -> "PackedSamples":
         """The samples at ``index`` (kept sorted if ``index`` is sorted), same rays; proposal rounds and
         density rows not carried."""
         return PackedSamples(

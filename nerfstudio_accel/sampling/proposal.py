@@ -22,7 +22,7 @@ from jaxtyping import Float
 from torch import Tensor, nn
 
 from nerfstudio_accel.sampling import proposal_ops, torch_ops
-from nerfstudio_accel.sampling.base import DensityFn, Sampler
+from nerfstudio_accel.sampling.base import DensityFn, Sampler, ray_bounds
 from nerfstudio_accel.sampling.packed import PackedSamples
 from nerfstudio_accel.sampling.proposal_ops import Spacing
 
@@ -101,23 +101,18 @@ class ProposalSampler(Sampler):
         self,
         origins: Float[Tensor, "n_rays 3"],
         directions: Float[Tensor, "n_rays 3"],
-        nears: Optional[Float[Tensor, "n_rays"]] = None,
-        fars: Optional[Float[Tensor, "n_rays"]] = None,
+        nears: Optional[Float[Tensor, " n_rays"]] = None,
+        fars: Optional[Float[Tensor, " n_rays"]] = None,
         density_fn: Optional[DensityFn] = None,
         stratified: bool = False,
     ) -> PackedSamples:
         """``num_samples`` packed samples per ray between its near and far distance (the box's entry and
         exit when bounded), with the proposal rounds behind them; ``density_fn`` is not called."""
         n_rays = origins.shape[0]
-        near = torch.full((n_rays,), self.near_plane, device=origins.device)
-        far = torch.full((n_rays,), self.far_plane, device=origins.device)
+        near, far = ray_bounds(n_rays, self.near_plane, self.far_plane, nears, fars, origins.device)
         if self.aabb is not None:
             enter, exit_, _ = torch_ops.ray_aabb_intersect(origins, directions, self.aabb)
             near, far = torch.maximum(near, enter), torch.minimum(far, exit_)
-        if nears is not None:
-            near = torch.maximum(near, nears.reshape(-1))
-        if fars is not None:
-            far = torch.minimum(far, fars.reshape(-1))
         distances, rounds = self.propose(origins, directions, near, far, stratified)
         per_ray = distances.shape[1] - 1
         ray_indices = torch.arange(n_rays, device=origins.device).repeat_interleave(per_ray)
@@ -134,8 +129,8 @@ class ProposalSampler(Sampler):
         self,
         origins: Float[Tensor, "n_rays 3"],
         directions: Float[Tensor, "n_rays 3"],
-        near: Float[Tensor, "n_rays"],
-        far: Float[Tensor, "n_rays"],
+        near: Float[Tensor, " n_rays"],
+        far: Float[Tensor, " n_rays"],
         stratified: bool = False,
     ) -> tuple[Float[Tensor, "n_rays m1"], ProposalRounds]:
         """Distances of the main field's ``num_samples + 1`` interval edges per ray and the rounds behind
@@ -162,7 +157,7 @@ class ProposalSampler(Sampler):
         )
         return proposal_ops.spacing_to_distance(rounds.final_edges, near, far, self.spacing), rounds
 
-    def losses(self, samples: PackedSamples, weights: Float[Tensor, "n_samples"]) -> Dict[str, Tensor]:
+    def losses(self, samples: PackedSamples, weights: Float[Tensor, " n_samples"]) -> Dict[str, Tensor]:
         """``interlevel_loss`` (and ``distortion_loss`` when asked for) of a full set of samples drawn by
         :meth:`sample`; none for a subset (no rounds) or no rays."""
         if samples.proposal is None or samples.n_rays == 0:

@@ -29,7 +29,7 @@ def ray_aabb_intersect(
     origins: Float[Tensor, "n_rays 3"],
     directions: Float[Tensor, "n_rays 3"],
     aabb: Float[Tensor, "6"],
-) -> Tuple[Float[Tensor, "n_rays"], Float[Tensor, "n_rays"], Bool[Tensor, "n_rays"]]:
+) -> Tuple[Float[Tensor, " n_rays"], Float[Tensor, " n_rays"], Bool[Tensor, " n_rays"]]:
     """Slab test of rays against one box ``(xmin, ymin, zmin, xmax, ymax, zmax)``.
 
     Returns ``t_enter, t_exit, hit``; ``t_enter`` may be negative when the origin is inside.
@@ -43,8 +43,8 @@ def ray_aabb_intersect(
 
 
 def _lattice_start(
-    k: Float[Tensor, "n"], near: Float[Tensor, "n"], step_size: float, cone_angle: float
-) -> Tuple[Float[Tensor, "n"], Float[Tensor, "n"]]:
+    k: Float[Tensor, " n"], near: Float[Tensor, " n"], step_size: float, cone_angle: float
+) -> Tuple[Float[Tensor, " n"], Float[Tensor, " n"]]:
     """Start ``t_k`` and length ``dt_k`` of lattice step ``k`` (closed form of the marching loop).
 
     The loop ``t += max(t * cone_angle, step_size)`` takes uniform steps until ``t`` exceeds
@@ -60,8 +60,8 @@ def _lattice_start(
 
 
 def _first_step_with_midpoint_after(
-    t_min: Float[Tensor, "n"], near: Float[Tensor, "n"], step_size: float, cone_angle: float
-) -> Float[Tensor, "n"]:
+    t_min: Float[Tensor, " n"], near: Float[Tensor, " n"], step_size: float, cone_angle: float
+) -> Float[Tensor, " n"]:
     """Smallest lattice index whose interval midpoint is ``>= t_min`` (``t_min >= near``)."""
     k = torch.ceil((t_min - near) / step_size - 0.5)
     if cone_angle > 0.0:
@@ -82,7 +82,7 @@ def _first_step_with_midpoint_after(
 
 def grid_cell_of_points(
     points: Float[Tensor, "n 3"], aabbs: Float[Tensor, "n_levels 6"], resolution: Int[Tensor, "3"]
-) -> Tuple[Int[Tensor, "n"], Bool[Tensor, "n"]]:
+) -> Tuple[Int[Tensor, " n"], Bool[Tensor, " n"]]:
     """Flat cell index ``level * R^3 + (ix * Ry + iy) * Rz + iz`` of each point in a multi-level grid.
 
     A point is looked up in the finest level whose box contains it (nerfacc's convention,
@@ -105,11 +105,11 @@ def lattice_ranges(
     origins: Float[Tensor, "n_rays 3"],
     directions: Float[Tensor, "n_rays 3"],
     aabbs: Float[Tensor, "n_levels 6"],
-    near_planes: Float[Tensor, "n_rays"],
-    far_planes: Float[Tensor, "n_rays"],
+    near_planes: Float[Tensor, " n_rays"],
+    far_planes: Float[Tensor, " n_rays"],
     step_size: float,
     cone_angle: float = 0.0,
-) -> Tuple[Float[Tensor, "n_rays"], Float[Tensor, "n_rays"], Float[Tensor, "n_rays"], Int[Tensor, "n_rays"]]:
+) -> Tuple[Float[Tensor, " n_rays"], Float[Tensor, " n_rays"], Float[Tensor, " n_rays"], Int[Tensor, " n_rays"]]:
     """Per ray, the marching range inside the outermost grid and its lattice steps:
     ``t_min, t_max``, the first step index ``k_first`` (float) and the number of candidate steps."""
     t_enter, t_exit, _ = ray_aabb_intersect(origins, directions, aabbs[-1])
@@ -126,11 +126,11 @@ def traverse_occupancy_grid(
     directions: Float[Tensor, "n_rays 3"],
     binaries: Bool[Tensor, "n_levels rx ry rz"],
     aabbs: Float[Tensor, "n_levels 6"],
-    near_planes: Float[Tensor, "n_rays"],
-    far_planes: Float[Tensor, "n_rays"],
+    near_planes: Float[Tensor, " n_rays"],
+    far_planes: Float[Tensor, " n_rays"],
     step_size: float,
     cone_angle: float = 0.0,
-) -> Tuple[Int[Tensor, "n_samples"], Float[Tensor, "n_samples"], Float[Tensor, "n_samples"]]:
+) -> Tuple[Int[Tensor, " n_samples"], Float[Tensor, " n_samples"], Float[Tensor, " n_samples"]]:
     """March rays through an occupancy grid; keep steps whose midpoint is in an occupied cell.
 
     Args:
@@ -175,7 +175,7 @@ def traverse_occupancy_grid(
     return torch.cat(out_rays), torch.cat(out_starts), torch.cat(out_ends)
 
 
-def _ray_chunks(counts: Int[Tensor, "n_rays"], max_total: int) -> list[Tuple[int, int]]:
+def _ray_chunks(counts: Int[Tensor, " n_rays"], max_total: int) -> list[Tuple[int, int]]:
     """Consecutive ray ranges ``[lo, hi)`` whose summed counts stay within ``max_total`` (at least one ray each)."""
     cumulative = torch.cumsum(counts, 0).tolist()
     chunks, lo, base = [], 0, 0
@@ -195,8 +195,8 @@ def exclusive_cumsum(values: Float[Tensor, "*batch k"]) -> Float[Tensor, "*batch
 
 
 def packed_exclusive_sum(
-    values: Float[Tensor, "n_samples"], ray_indices: Int[Tensor, "n_samples"], n_rays: int
-) -> Float[Tensor, "n_samples"]:
+    values: Float[Tensor, " n_samples"], ray_indices: Int[Tensor, " n_samples"], n_rays: int
+) -> Float[Tensor, " n_samples"]:
     """Per-ray exclusive prefix sum of packed values (differentiable).
 
     Each ray's samples are scattered into a row of an ``(n_rays, max_samples_per_ray)`` buffer so
@@ -214,12 +214,12 @@ def packed_exclusive_sum(
 
 
 def render_transmittance_from_density(
-    t_starts: Float[Tensor, "n_samples"],
-    t_ends: Float[Tensor, "n_samples"],
-    sigmas: Float[Tensor, "n_samples"],
-    ray_indices: Int[Tensor, "n_samples"],
+    t_starts: Float[Tensor, " n_samples"],
+    t_ends: Float[Tensor, " n_samples"],
+    sigmas: Float[Tensor, " n_samples"],
+    ray_indices: Int[Tensor, " n_samples"],
     n_rays: int,
-) -> Tuple[Float[Tensor, "n_samples"], Float[Tensor, "n_samples"]]:
+) -> Tuple[Float[Tensor, " n_samples"], Float[Tensor, " n_samples"]]:
     """Transmittance before each sample ``T_i = exp(-sum_{j<i} sigma_j dt_j)`` and opacity ``alpha_i``."""
     sigmas_dt = sigmas * (t_ends - t_starts)
     transmittance = torch.exp(-packed_exclusive_sum(sigmas_dt, ray_indices, n_rays))
@@ -228,26 +228,26 @@ def render_transmittance_from_density(
 
 
 def render_weight_from_density(
-    t_starts: Float[Tensor, "n_samples"],
-    t_ends: Float[Tensor, "n_samples"],
-    sigmas: Float[Tensor, "n_samples"],
-    ray_indices: Int[Tensor, "n_samples"],
+    t_starts: Float[Tensor, " n_samples"],
+    t_ends: Float[Tensor, " n_samples"],
+    sigmas: Float[Tensor, " n_samples"],
+    ray_indices: Int[Tensor, " n_samples"],
     n_rays: int,
-) -> Float[Tensor, "n_samples"]:
+) -> Float[Tensor, " n_samples"]:
     """Volume-rendering weights ``w_i = T_i * alpha_i`` of packed samples."""
     transmittance, alphas = render_transmittance_from_density(t_starts, t_ends, sigmas, ray_indices, n_rays)
     return transmittance * alphas
 
 
 def render_visibility_from_density(
-    t_starts: Float[Tensor, "n_samples"],
-    t_ends: Float[Tensor, "n_samples"],
-    sigmas: Float[Tensor, "n_samples"],
-    ray_indices: Int[Tensor, "n_samples"],
+    t_starts: Float[Tensor, " n_samples"],
+    t_ends: Float[Tensor, " n_samples"],
+    sigmas: Float[Tensor, " n_samples"],
+    ray_indices: Int[Tensor, " n_samples"],
     n_rays: int,
     early_stop_eps: float = 1e-4,
     alpha_threshold: float = 0.0,
-) -> Bool[Tensor, "n_samples"]:
+) -> Bool[Tensor, " n_samples"]:
     """Samples worth shading: transmittance ``>= early_stop_eps`` and opacity ``>= alpha_threshold``."""
     transmittance, alphas = render_transmittance_from_density(t_starts, t_ends, sigmas, ray_indices, n_rays)
     visible = transmittance >= early_stop_eps
@@ -257,9 +257,9 @@ def render_visibility_from_density(
 
 
 def accumulate_along_rays(
-    weights: Float[Tensor, "n_samples"],
+    weights: Float[Tensor, " n_samples"],
     values: Float[Tensor, "n_samples channels"] | None,
-    ray_indices: Int[Tensor, "n_samples"],
+    ray_indices: Int[Tensor, " n_samples"],
     n_rays: int,
 ) -> Float[Tensor, "n_rays channels"]:
     """``sum_i w_i v_i`` per ray (``values=None`` accumulates the weights: opacity)."""
@@ -268,7 +268,7 @@ def accumulate_along_rays(
     return out.index_add(0, ray_indices, src)
 
 
-def first_samples_of_each_ray(ray_indices: Int[Tensor, "n_samples"], cap: int) -> Bool[Tensor, "n_samples"]:
+def first_samples_of_each_ray(ray_indices: Int[Tensor, " n_samples"], cap: int) -> Bool[Tensor, " n_samples"]:
     """Mask of the first ``cap`` samples of each ray in a packed, ray-sorted batch."""
     start_of_ray = torch.searchsorted(ray_indices, ray_indices, right=False)
     return torch.arange(ray_indices.numel(), device=ray_indices.device) - start_of_ray < cap

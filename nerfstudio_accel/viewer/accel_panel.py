@@ -143,8 +143,8 @@ class AccelPanel:
                 draw()
 
     def refresh(self) -> None:
-        """Show the latest statistics, the chart at most every ``chart_every_seconds`` (a plotly figure
-        costs ~30 ms to build and send on a CPU core, the table ~0.05 ms), and redraw the overlays that are on."""
+        """Show the latest statistics, the chart at most every ``chart_every_seconds`` (a figure costs far more
+        to build and send than the table; docs/viewer.md), and redraw the overlays that are on."""
         self.summary.content = summary_markdown(self.stats.snapshot())
         now = time.monotonic()
         if now - self.chart_drawn_at >= self.chart_every_seconds:

@@ -74,8 +74,12 @@ def centre_ray_samples(model, origin: Float[Tensor, "3"], direction: Float[Tenso
 
 @torch.no_grad()
 def hard_sample_points(
-    ray_indices: Int[Tensor, "B"], positions: Float[Tensor, "B 3"], n_rays: int, hard: Int[Tensor, "b"], max_points: int
-) -> Tuple[Float[Tensor, "n 3"], Float[Tensor, "n"]]:
+    ray_indices: Int[Tensor, " B"],
+    positions: Float[Tensor, "B 3"],
+    n_rays: int,
+    hard: Int[Tensor, " b"],
+    max_points: int,
+) -> Tuple[Float[Tensor, "n 3"], Float[Tensor, " n"]]:
     """Positions of a mined batch's samples and, for each, the share of its ray's samples that were
     drawn as hard (``hard``: indices into the batch), at most ``max_points``, on the CPU."""
     if ray_indices.numel() == 0:
@@ -87,7 +91,7 @@ def hard_sample_points(
     return positions[keep].cpu().float(), share[ray_indices[keep]].cpu()
 
 
-def share_colours(share: Float[Tensor, "n"]) -> np.ndarray:
+def share_colours(share: Float[Tensor, " n"]) -> np.ndarray:
     """``(n, 3)`` uint8 colours from blue (share 0) to red (share 1)."""
     share = share.clamp(0.0, 1.0).numpy()
     return np.stack([255 * share, 64 * np.ones_like(share), 255 * (1.0 - share)], axis=-1).astype(np.uint8)

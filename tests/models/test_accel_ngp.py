@@ -9,10 +9,10 @@ import pytest
 import torch
 from nerfstudio.data.dataparsers.blender_dataparser import BlenderDataParserConfig
 
+import accel_test_helpers
 from nerfstudio_accel import metrics as accel_metrics
 from nerfstudio_accel.bench.budget import train_for_budget
 from nerfstudio_accel.data.scene_checks import SceneFacts
-from nerfstudio_accel.engine.build import build_trainer_config
 from nerfstudio_accel.methods import accel_ngp
 from nerfstudio_accel.pipelines.accel_pipeline import AccelPipelineConfig
 from nerfstudio_accel.scenes.object_scene import SceneSpec, generate_scene
@@ -30,25 +30,8 @@ def learning_scene(tmp_path_factory) -> Path:
 
 
 def make_trainer(scene: Path, output_dir: Path, test_mode: str = "test", **model_overrides):
-    """nerfstudio Trainer for accel-ngp on a Blender-format ``scene``, on CPU, as ``ns-train`` builds it."""
-
-    def override(config) -> None:
-        for key, value in model_overrides.items():
-            setattr(config.pipeline.model, key, value)
-        config.set_timestamp()
-
-    config = build_trainer_config(
-        "accel-ngp",
-        scene,
-        "cpu",
-        BlenderDataParserConfig(),
-        output_dir=output_dir,
-        eval_split=test_mode,
-        configure=override,
-    )
-    trainer = config.setup(local_rank=0, world_size=1)
-    trainer.setup(test_mode=test_mode)
-    return trainer
+    """accel-ngp's trainer on CPU on a Blender-format ``scene``, as ``ns-train`` builds it."""
+    return accel_test_helpers.make_trainer(scene, output_dir, test_mode=test_mode, model=model_overrides)
 
 
 @pytest.mark.slow

@@ -16,9 +16,9 @@ import pytest
 import torch
 from nerfstudio.data.dataparsers.nerfstudio_dataparser import NerfstudioDataParserConfig
 
+import accel_test_helpers
 from nerfstudio_accel.bench.budget import train_for_budget
 from nerfstudio_accel.data.scene_checks import SceneFacts
-from nerfstudio_accel.engine.build import build_trainer_config
 from nerfstudio_accel.errors import ConfigError
 from nerfstudio_accel.methods import accel_ngp
 from nerfstudio_accel.sampling.proposal import ProposalSampler
@@ -38,26 +38,9 @@ def unbounded_scene(tmp_path_factory) -> Path:
 
 def make_trainer(scene: Path, output_dir: Path, setup: bool = True, **model_overrides):
     """accel-ngp's trainer on CPU on a nerfstudio-data scene, as ns-train builds it."""
-
-    def override(config) -> None:
-        for key, value in model_overrides.items():
-            assert hasattr(config.pipeline.model, key), key
-            setattr(config.pipeline.model, key, value)
-        config.set_timestamp()
-
-    config = build_trainer_config(
-        "accel-ngp",
-        scene,
-        "cpu",
-        NerfstudioDataParserConfig(),
-        output_dir=output_dir,
-        eval_split="test",
-        configure=override,
+    return accel_test_helpers.make_trainer(
+        scene, output_dir, setup=setup, dataparser=NerfstudioDataParserConfig(), test_mode="test", model=model_overrides
     )
-    trainer = config.setup(local_rank=0, world_size=1)
-    if setup:
-        trainer.setup(test_mode="test")
-    return trainer
 
 
 def eval_rays(trainer, index: int = 0):
