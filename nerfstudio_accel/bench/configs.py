@@ -117,18 +117,20 @@ def check_data(data: Path, dataparser: str) -> None:
     config), for every method of the bench (the splits it trains and scores: train and test); a problem is a
     :class:`BenchError` before any training."""
     try:
-        check_scene(data, default_parser_config(data, dataparser), eval_split="test")
+        check_scene(data, parser_config(data, dataparser), eval_split="test")
     except SceneDataError as error:
         raise BenchError(str(error)) from None
 
 
-def default_parser_config(data: Path, dataparser: str):
-    """``dataparser``'s default config as ``ns-train ... DATAPARSER --data DIR`` builds it, reading ``data``; for
-    ``colmap``, ``colmap_path`` names the model folder the bench found (:func:`find_colmap_model`)."""
+def parser_config(data: Path, dataparser: str, own=None):
+    """``dataparser``'s config as ``ns-train ... DATAPARSER --data DIR`` builds it, reading ``data``: a method's
+    ``own`` parser config when it is that parser (its settings kept), else the default; for ``colmap``,
+    ``colmap_path`` names the model folder the bench found (:func:`find_colmap_model`)."""
     from nerfstudio.configs.dataparser_configs import all_dataparsers
 
-    parser = copy.deepcopy(all_dataparsers[dataparser])
-    parser.data = data
+    default = all_dataparsers[dataparser]
+    parser = copy.deepcopy(own if type(own) is type(default) else default)
+    parser.data = Path(data)
     if dataparser == "colmap":
         parser.colmap_path = find_colmap_model(data) or parser.colmap_path
     return parser
@@ -186,7 +188,6 @@ def build_config(
     """The ``TrainerConfig`` of ``spec`` on ``data``, as ns-train would build it
     (:func:`~nerfstudio_accel.engine.build.build_trainer_config`), set for a bench run; ``resolve``: also
     resolve an accel method's config (raises :class:`~nerfstudio_accel.errors.AccelError`), as its run does."""
-    from nerfstudio.configs.dataparser_configs import all_dataparsers
     from nerfstudio.configs.method_configs import all_methods
 
     from nerfstudio_accel.engine.build import build_trainer_config
@@ -200,12 +201,8 @@ def build_config(
         datamanager = config.pipeline.datamanager
         if not hasattr(datamanager, "camera_res_scale_factor"):
             raise BenchError(f"{spec.label}: its datamanager cannot downscale images, so the bench cannot run it")
-        default_parser = all_dataparsers[dataparser]
-        own = type(datamanager.dataparser) is type(default_parser)  # keep the method's own settings for this format
-        datamanager.dataparser = copy.deepcopy(datamanager.dataparser if own else default_parser)
-        datamanager.data, datamanager.dataparser.data = Path(data), Path(data)
-        if dataparser == "colmap":
-            datamanager.dataparser.colmap_path = find_colmap_model(data) or datamanager.dataparser.colmap_path
+        datamanager.dataparser = parser_config(data, dataparser, own=datamanager.dataparser)
+        datamanager.data = Path(data)
         parser_factor = prescaled_factor(data, dataparser, downscale)
         if hasattr(datamanager.dataparser, "downscale_factor"):  # pinned: its auto mode would downscale on its own
             datamanager.dataparser.downscale_factor = parser_factor

@@ -165,6 +165,7 @@ class AccelTrainer(Trainer):
     """See the module docstring."""
 
     config: AccelTrainerConfig
+    pipeline: AccelPipeline
 
     def __init__(self, config: AccelTrainerConfig, local_rank: int = 0, world_size: int = 1) -> None:
         if config.machine.device_type == "cuda" and torch.cuda.is_available():
@@ -209,7 +210,6 @@ class AccelTrainer(Trainer):
         """nerfstudio's set-up; a problem the user fixes (e.g. a checkpoint that does not fit) exits with one line."""
         with one_line_exit():
             super().setup(test_mode)
-        self.pipeline: AccelPipeline
 
     # --- the web viewer -------------------------------------------------------------------------
 

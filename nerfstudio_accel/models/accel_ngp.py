@@ -332,14 +332,17 @@ class AccelNGPModel(AccelModel):
     def sample(self, ray_bundle: RayBundle) -> PackedSamples:
         """The sampler's packed samples of the pose-corrected rays (the occupancy grid's without a graph, the
         proposal fields' with theirs when grad is on), holding the uncorrected rays for :meth:`field_raw`."""
-        return self._sample(ray_bundle, self.field.density)
+        return self._sample(ray_bundle, self.field.density)[0]
 
-    def _sample(self, ray_bundle: RayBundle, density_fn) -> PackedSamples:
+    def _sample(self, ray_bundle: RayBundle, density_fn) -> Tuple[PackedSamples, Float[Tensor, "n_rays 3"]]:
+        """The samples (holding the uncorrected rays) and the pose-corrected directions they were marched along."""
         origins, directions, cameras, nears, fars = self._rays(ray_bundle)
         with torch.no_grad():
             marched_origins, marched_directions = self._pose_corrected(origins, directions, cameras)
         samples = self.sampler.sample(marched_origins, marched_directions, nears, fars, density_fn, self._stratified)
-        return dataclasses.replace(samples, origins=origins, directions=directions, camera_indices=cameras)
+        return dataclasses.replace(
+            samples, origins=origins, directions=directions, camera_indices=cameras
+        ), marched_directions
 
     def sample_and_forward(
         self, ray_bundle: RayBundle
@@ -353,13 +356,13 @@ class AccelNGPModel(AccelModel):
             heads.append(self.field.density_head(points))
             return self.field.activate_density(heads[-1][:, :1])
 
-        samples = self._sample(ray_bundle, density_keeping_heads)
+        samples, marched_directions = self._sample(ray_bundle, density_keeping_heads)
         with torch.no_grad():
             if samples.density_index is None:
                 return (samples, *self.field_raw(samples))
             kept = torch.cat(heads)[samples.density_index]
-            origins, directions = self._pose_corrected(samples.origins, samples.directions, samples.camera_indices)
-            color = self.field.color_raw(kept[:, 1:], directions[samples.ray_indices], samples.sample_camera_indices)
+            directions = marched_directions[samples.ray_indices]
+            color = self.field.color_raw(kept[:, 1:], directions, samples.sample_camera_indices)
             return samples, kept[:, :1], color
 
     @property

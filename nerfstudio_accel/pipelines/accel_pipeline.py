@@ -73,6 +73,8 @@ class AccelPipeline(DynamicBatchPipeline):
     """nerfstudio pipeline for accel methods (see module docstring)."""
 
     config: AccelPipelineConfig
+    datamanager: AccelDataManager
+    model: AccelModel
 
     def __init__(
         self,
@@ -88,8 +90,6 @@ class AccelPipeline(DynamicBatchPipeline):
         super().__init__(config, device, test_mode, 1, local_rank, grad_scaler)
         if not isinstance(self.datamanager, AccelDataManager):
             raise ConfigError(f"{type(self).__name__} needs an AccelDataManager, not {type(self.datamanager).__name__}")
-        self.datamanager: AccelDataManager
-        self.model: AccelModel
         self.world_size, self.local_rank = world_size, local_rank
         distributed.broadcast_state(self.model)
         self.rays_in_last_batch = 0
