@@ -11,6 +11,8 @@
 #   user would otherwise pay for the build inside its budget), runs the bench and leaves results.json,
 #   results.md, psnr_vs_time.png and logs.tar.gz in $OUT. BUDGET (s), EVAL_POINTS and METHODS
 #   override the defaults; keep the whole run inside the tool's 10 minutes per command.
+#     bash benchmarks/gpu_lego.sh install
+#   only installs (benchmarks/gpu_report.sh starts with it).
 #     bash benchmarks/gpu_lego.sh checks
 #   installs the same way, builds nerfacc's CUDA ops, runs the tests that need a GPU (nerfacc parity,
 #   fp16 + hard mining, CPU checkpoints opened on CUDA), then trains accel-ngp on lego for STEPS (2000)
@@ -32,7 +34,7 @@ prepare)
     cp -r "${LEGO:-../shared/data/lego}" "$GPU_DIR/lego"
     du -sh "$GPU_DIR"
     ;;
-run|checks|parity|scaling)
+install|run|checks|parity|scaling)
     : "${OUT:?run this through the device tool, which sets OUT}"
     python3 -m pip install --quiet --no-index --no-deps "$GPU_DIR"/wheels/*.whl
     python3 -m pip install --quiet --no-deps --no-build-isolation -e .
@@ -45,6 +47,8 @@ run|checks|parity|scaling)
     fi
     python3 -c "from nerfstudio_accel.kernels.backends import nerfacc_ops_unavailable_reason as why; print(why() or 'nerfacc CUDA ops: loaded')"
     ;;&
+install)
+    ;;
 parity)
     python3 -m pytest -q -p no:cacheprovider tests/sampling/test_nerfacc_cuda_parity.py 2>&1 | tee "$OUT/parity.log" | tail -n 15
     ;;
@@ -90,7 +94,7 @@ run)
     exit "$status"
     ;;
 *)
-    echo "usage: bash benchmarks/gpu_lego.sh prepare|run|checks|parity|scaling (see the comment at the top)" >&2
+    echo "usage: bash benchmarks/gpu_lego.sh prepare|install|run|checks|parity|scaling (see the comment at the top)" >&2
     exit 2
     ;;
 esac

@@ -47,27 +47,36 @@ class FusedHashEncoding(torch.autograd.Function):
 
     @staticmethod
     def forward(  # type: ignore[override]
-        ctx: Any, points: Float[Tensor, "n 3"], table: Float[Tensor, " params"], levels: LevelTensors, features: int
+        ctx: Any,
+        points: Float[Tensor, "n 3"],
+        table: Float[Tensor, " params"],
+        levels: LevelTensors,
+        features: int,
+        out_dtype: torch.dtype = torch.float32,
     ) -> Float[Tensor, "n out"]:
         rows = table.detach().view(-1, features)
         ctx.save_for_backward(points, table)  # the parameter itself: the graph holds no copy of the table
         ctx.levels = levels
         ctx.features = features
-        return _kernels_for(points.device).encode_forward(points, rows, levels)
+        return _kernels_for(points.device).encode_forward(points, rows, levels, out_dtype)
 
     @staticmethod
     @once_differentiable
-    def backward(ctx: Any, grad_out: Float[Tensor, "n out"]) -> Tuple[Optional[Tensor], Optional[Tensor], None, None]:
+    def backward(
+        ctx: Any, grad_out: Float[Tensor, "n out"]
+    ) -> Tuple[Optional[Tensor], Optional[Tensor], None, None, None]:
         points, table = ctx.saved_tensors
         rows = table.detach().view(-1, ctx.features)
-        grad_out = grad_out.float().contiguous()
         kernels = _kernels_for(points.device)
-        grad_rows, grad_points = kernels.encode_backward(points, rows, grad_out, ctx.levels, ctx.needs_input_grad[0])
-        return grad_points, grad_rows.view(-1), None, None
+        grad_rows, grad_points = kernels.encode_backward(
+            points, rows, grad_out.contiguous(), ctx.levels, ctx.needs_input_grad[0]
+        )
+        return grad_points, grad_rows.view(-1), None, None, None
 
 
 class MultiresHashEncoding(nn.Module):
-    """Points in ``[0, 1]^3`` ``(n, 3)`` -> ``(n, levels * features_per_level)`` float32 features (level-major).
+    """Points in ``[0, 1]^3`` ``(n, 3)`` -> ``(n, levels * features_per_level)`` features (level-major), float32
+    (the ``kernel`` backend under CUDA autocast: autocast's half type, summed in float32).
 
     Points outside the unit cube are clamped onto it (their gradient is zero) and NaN coordinates read
     as 0, the same for every backend (a kernel never indexes outside its level).
@@ -139,4 +148,13 @@ class MultiresHashEncoding(nn.Module):
             tcnn_module.params = self.table
             return tcnn_module(points).float()
         table = self.table.float()
-        return FusedHashEncoding.apply(points, table, self.level_tensors(points.device), self.layout.features_per_level)
+        levels = self.level_tensors(points.device)
+        return FusedHashEncoding.apply(points, table, levels, self.layout.features_per_level, _output_dtype(points))
+
+
+def _output_dtype(points: Tensor) -> torch.dtype:
+    """The fused kernels' output dtype: autocast's half type on CUDA (the MLP reads it without a cast pass;
+    the sums stay float32 inside the kernel), else float32."""
+    if points.device.type == "cuda" and torch.is_autocast_enabled("cuda"):
+        return torch.get_autocast_dtype("cuda")
+    return torch.float32

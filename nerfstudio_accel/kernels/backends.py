@@ -6,9 +6,9 @@ Three choices, each with the same four functions (``device_type`` is ``"cpu"``, 
   where it runs, else ``kernel`` where it runs, else ``torch``;
 - the field implementation, ``--pipeline.model.implementation`` (``auto|tcnn|torch``): the MLPs and
   direction encoding on tiny-cuda-nn or PyTorch;
-- the ray-marching backend, ``--pipeline.model.sampler-backend`` (``auto|nerfacc|kernel|torch``): ``auto``
-  is ``nerfacc`` on CUDA when its ops load (else ``torch`` with one warning), ``kernel`` on CPU where numba
-  imports, ``torch`` elsewhere.
+- the ray-marching backend, ``--pipeline.model.sampler-backend`` (``auto|nerfacc|kernel|torch``): ``kernel``
+  is the fused marcher, numba on CPU and Triton on CUDA; ``auto`` is ``nerfacc`` on CUDA when its ops load,
+  else ``kernel`` where it runs, else ``torch`` (on CUDA with one warning).
 
 ``<choice>_unavailable_reason(choice, device_type)`` says why a choice cannot run (``''`` when it can);
 ``resolve_<choice>`` turns ``auto`` into a concrete choice; ``check_<choice>`` raises
@@ -99,6 +99,40 @@ def tcnn_unavailable_reason(device_type: str) -> str:
 def tcnn_encoding_unavailable_reason(device_type: str) -> str:
     """Empty when tiny-cuda-nn's encoding runs on ``device_type`` here, else one line saying why not."""
     return tcnn_unavailable_reason(device_type)
+
+
+@functools.lru_cache(maxsize=None)
+def marcher_unavailable_reason(device_type: str) -> str:
+    """Empty when the fused occupancy-grid marcher (numba on CPU, Triton on CUDA) runs on ``device_type`` here,
+    else one line saying why not. On CUDA, checked once per process against the torch reference on 64 rays."""
+    if device_type not in ("cpu", "cuda"):
+        return f"there is no fused marcher for {device_type} devices"
+    module = "numba" if device_type == "cpu" else "triton"
+    if importlib.util.find_spec(module) is None:
+        return f"{module} is not installed (pip install {module})"
+    if device_type == "cpu":
+        return ""
+    if not torch.cuda.is_available():
+        return "CUDA is not available"
+    from nerfstudio_accel.kernels import marching_triton
+    from nerfstudio_accel.sampling import torch_ops
+
+    generator = torch.Generator().manual_seed(0)
+    origins = torch.randn(64, 3, generator=generator) * 2.0
+    directions = torch.nn.functional.normalize(torch.randn(64, 3, generator=generator) * 0.3 - origins, dim=-1)
+    binaries = torch.rand(1, 16, 16, 16, generator=generator) > 0.5
+    inputs = [origins, directions, binaries, torch.tensor([[-1.0, -1, -1, 1, 1, 1]]), torch.full((64,), 0.05)]
+    inputs.append(torch.full((64,), 1e3))
+    try:
+        fused = marching_triton.traverse_occupancy_grid(*[t.to(device_type) for t in inputs], 0.01)
+    except Exception as error:  # noqa: BLE001 - any build or launch failure means "does not run here"
+        first_line = (str(error).strip().splitlines() or [type(error).__name__])[0]
+        return f"its triton kernels failed to run: {first_line}"
+    # the reference on CPU: the kernels follow its float32 arithmetic (torch on CUDA divides by reciprocals)
+    reference = torch_ops.traverse_occupancy_grid(*inputs, 0.01)
+    if not all(torch.equal(a.cpu(), b) for a, b in zip(fused, reference)):
+        return "its triton kernels disagree with the torch reference on this device"
+    return ""
 
 
 _NERFACC_OPS_STATUS: Optional[str] = None  # None: not probed yet; "" ok; otherwise why not
@@ -222,9 +256,7 @@ def sampler_backend_unavailable_reason(backend: str, device_type: str) -> str:
     """Why ``backend`` cannot march rays on ``device_type`` here; empty when it can (``auto`` always can)."""
     check_backend_name(backend)
     if backend == "kernel":
-        if device_type != "cpu":
-            return f"it marches CPU tensors only (these are on {device_type})"
-        return "" if importlib.util.find_spec("numba") is not None else "numba is not installed (pip install numba)"
+        return marcher_unavailable_reason(device_type)
     if backend == "nerfacc":
         return nerfacc_ops_unavailable_reason() if device_type == "cuda" else f"tensors are on {device_type}"
     return ""
@@ -240,17 +272,22 @@ def check_sampler_backend(backend: str, device_type: str) -> None:
 
 
 def resolve_sampler_backend(requested: str, device_type: str) -> ResolvedSamplerBackend:
-    """The marching backend for ``device_type``; ``auto``: nerfacc on CUDA when its ops load, kernel on CPU
-    when numba imports, torch otherwise. Raises like :func:`check_sampler_backend`."""
+    """The marching backend for ``device_type``; ``auto``: nerfacc on CUDA when its ops load, else the fused
+    ``kernel`` marcher where it runs, else torch. Raises like :func:`check_sampler_backend`."""
     check_sampler_backend(requested, device_type)
     if requested != "auto":
         return requested  # type: ignore[return-value]
-    preferred: ResolvedSamplerBackend = "nerfacc" if device_type == "cuda" else "kernel"
-    reason = sampler_backend_unavailable_reason(preferred, device_type)
-    if not reason:
-        return preferred
+    candidates: tuple = ("nerfacc", "kernel") if device_type == "cuda" else ("kernel",)
+    reasons = []
+    for candidate in candidates:
+        reason = sampler_backend_unavailable_reason(candidate, device_type)
+        if not reason:
+            return candidate
+        reasons.append(f"{candidate}: {reason}")
     if device_type == "cuda":
-        logger.warning("nerfacc CUDA ops unavailable (%s); using the pure-PyTorch sampler", reason)
+        logger.warning(
+            "no compiled or fused marcher runs here (%s); using the pure-PyTorch sampler", "; ".join(reasons)
+        )
     return "torch"
 
 

@@ -143,31 +143,33 @@ def level_kernels(features: int) -> LevelKernels:
 
 
 def encode_forward(
-    points: Float[Tensor, "n 3"], rows: Float[Tensor, "rows F"], levels: LevelTensors
-) -> Float[Tensor, "n out"]:
-    """Features ``(n, L*F)`` of contiguous float32 CPU ``points`` in [0, 1] (threads over levels)."""
+    points: Float[Tensor, "n 3"], rows: Float[Tensor, "rows F"], levels: LevelTensors,
+    out_dtype: torch.dtype = torch.float32,
+) -> Float[Tensor, "n out"]:  # fmt: skip
+    """Features ``(n, L*F)`` of contiguous float32 CPU ``points`` in [0, 1] (threads over levels), computed in
+    float32 and cast to ``out_dtype`` (numba has no half types)."""
     num_levels, features = levels.scales.shape[0], rows.shape[1]
     out = torch.empty(points.shape[0], num_levels * features, dtype=torch.float32)
     if points.shape[0]:
         with PARALLEL_KERNELS, level_scheduling():
             compiled = level_kernels(features)
             compiled.encode_forward(points.numpy(), rows.numpy(), *_numpy_levels(levels), out.numpy())
-    return out
+    return out.to(out_dtype)
 
 
 def encode_backward(
     points: Float[Tensor, "n 3"], rows: Float[Tensor, "rows F"], grad_out: Float[Tensor, "n out"],
     levels: LevelTensors, point_grad: bool,
 ) -> Tuple[Float[Tensor, "rows F"], Optional[Float[Tensor, "n 3"]]]:  # fmt: skip
-    """Table gradient ``(rows, F)`` and, when ``point_grad``, the points' gradient ``(n, 3)``; CPU tensors,
-    ``grad_out`` contiguous float32."""
+    """Table gradient ``(rows, F)`` and, when ``point_grad``, the points' gradient ``(n, 3)``; CPU tensors
+    (``grad_out`` of any float dtype, read as float32)."""
     num_levels, features = levels.scales.shape[0], rows.shape[1]
     grad_rows = torch.zeros_like(rows)
     grad_points = torch.zeros_like(points) if point_grad else None
     if not points.shape[0]:
         return grad_rows, grad_points
     compiled = level_kernels(features)
-    arrays = (points.numpy(), rows.numpy(), grad_out.numpy(), *_numpy_levels(levels))
+    arrays = (points.numpy(), rows.numpy(), grad_out.float().contiguous().numpy(), *_numpy_levels(levels))
     with PARALLEL_KERNELS, level_scheduling():
         compiled.encode_backward_table(arrays[0], *arrays[2:], grad_rows.numpy())
         if grad_points is not None:

@@ -78,7 +78,11 @@ def _forward_kernel(
             values = tl.load(table_ptr + row[:, None] * FEATURES + feature[None, :], mask=mask[:, None], other=0.0)
             acc += (wx * wy * wz)[:, None] * values
         column = level * FEATURES + feature
-        tl.store(out_ptr + point[:, None] * (NUM_LEVELS * FEATURES) + column[None, :], acc, mask=mask[:, None])
+        tl.store(  # rounded to the output's dtype (half under autocast) as it is written
+            out_ptr + point[:, None] * (NUM_LEVELS * FEATURES) + column[None, :],
+            acc.to(out_ptr.dtype.element_ty),
+            mask=mask[:, None],
+        )
 
 
 @triton.jit
@@ -106,7 +110,7 @@ def _backward_kernel(
         column = level * FEATURES + feature
         upstream = tl.load(
             grad_out_ptr + point[:, None] * (NUM_LEVELS * FEATURES) + column[None, :], mask=mask[:, None], other=0.0
-        )
+        ).to(tl.float32)  # half gradients from autocast are widened in registers, not in a cast pass
         for corner in tl.static_range(8):
             wx = fx if corner & 1 else 1.0 - fx
             wy = fy if corner & 2 else 1.0 - fy
@@ -135,11 +139,13 @@ def _grid(num_points: int) -> Tuple[int]:
 
 
 def encode_forward(
-    points: Float[Tensor, "n 3"], rows: Float[Tensor, "rows F"], levels: LevelTensors
-) -> Float[Tensor, "n out"]:
-    """Features ``(n, L*F)`` of contiguous float32 ``points (n, 3)`` in [0, 1]; ``rows (rows, F)``."""
+    points: Float[Tensor, "n 3"], rows: Float[Tensor, "rows F"], levels: LevelTensors,
+    out_dtype: torch.dtype = torch.float32,
+) -> Float[Tensor, "n out"]:  # fmt: skip
+    """Features ``(n, L*F)`` of contiguous float32 ``points (n, 3)`` in [0, 1]; ``rows (rows, F)``; summed in
+    float32 and written as ``out_dtype`` (fp16/bf16 under autocast: no separate cast pass)."""
     num_levels, features = levels.scales.shape[0], rows.shape[1]
-    out = torch.empty(points.shape[0], num_levels * features, dtype=torch.float32, device=points.device)
+    out = torch.empty(points.shape[0], num_levels * features, dtype=out_dtype, device=points.device)
     if points.shape[0]:
         _forward_kernel[_grid(points.shape[0])](
             points, rows, out, points.shape[0], levels.scales, levels.resolutions, levels.offsets,
@@ -152,7 +158,8 @@ def encode_backward(
     points: Float[Tensor, "n 3"], rows: Float[Tensor, "rows F"], grad_out: Float[Tensor, "n out"],
     levels: LevelTensors, point_grad: bool,
 ) -> Tuple[Float[Tensor, "rows F"], Optional[Float[Tensor, "n 3"]]]:  # fmt: skip
-    """Table gradient ``(rows, F)`` and, when ``point_grad``, the points' gradient ``(n, 3)``."""
+    """Table gradient ``(rows, F)`` and, when ``point_grad``, the points' gradient ``(n, 3)``; ``grad_out`` of
+    any float dtype (read as float32)."""
     num_levels, features = levels.scales.shape[0], rows.shape[1]
     grad_table = torch.zeros_like(rows)
     grad_points = torch.zeros_like(points) if point_grad else None

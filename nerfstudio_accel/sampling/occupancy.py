@@ -6,8 +6,8 @@ One grid state for every backend: a nerfacc ``OccGridEstimator`` holds the multi
 packed visibility scan runs:
 
 - ``nerfacc``: nerfacc's compiled ``traverse_grids`` and packed scans (CUDA tensors only);
-- ``kernel``: the fused numba marcher (:mod:`nerfstudio_accel.kernels.marching_numba`, CPU tensors)
-  with the torch scans;
+- ``kernel``: the fused marcher, numba on CPU (:mod:`nerfstudio_accel.kernels.marching_numba`) and Triton on
+  CUDA (:mod:`nerfstudio_accel.kernels.marching_triton`), with the torch scans;
 - ``torch``: :mod:`nerfstudio_accel.sampling.torch_ops`, the reference (CPU, MPS, CUDA without a compiler).
 
 An explicit backend that cannot run on a device is refused before training but falls back to ``auto``'s
@@ -38,15 +38,20 @@ from nerfstudio_accel.sampling.packed import PackedSamples
 
 logger = logging.getLogger(__name__)
 
-DENSITY_CHUNK = 1 << 16
-"""Points per no-grad density evaluation (grid updates and culling), bounding peak memory."""
+DENSITY_CHUNK = {"cpu": 1 << 16}
+"""Points per no-grad density evaluation (grid updates and culling) by device type, bounding peak memory;
+other devices take :data:`DENSITY_CHUNK_ACCELERATOR` (~0.5 GB of activations for accel-ngp's field):
+each chunk is a few hundred kernel launches."""
+DENSITY_CHUNK_ACCELERATOR = 1 << 20
 
 
 def evaluate_in_chunks(
-    fn: Callable[[Float[Tensor, "n 3"]], Tensor], points: Float[Tensor, "n 3"], chunk: int = DENSITY_CHUNK
+    fn: Callable[[Float[Tensor, "n 3"]], Tensor], points: Float[Tensor, "n 3"], chunk: Optional[int] = None
 ) -> Tensor:
-    """``fn`` (e.g. a density function, ``(n, 3) -> (n, k)``) over ``points`` in slices of ``chunk``, in
-    order (no-grad callers: memory stays bounded)."""
+    """``fn`` (e.g. a density function, ``(n, 3) -> (n, k)``) over ``points`` in slices of ``chunk`` (by
+    default :data:`DENSITY_CHUNK` for the points' device), in order (no-grad callers: memory stays bounded)."""
+    if chunk is None:
+        chunk = DENSITY_CHUNK.get(points.device.type, DENSITY_CHUNK_ACCELERATOR)
     if points.shape[0] <= chunk:
         return fn(points)
     return torch.cat([fn(points[i : i + chunk]) for i in range(0, points.shape[0], chunk)])
@@ -123,6 +128,10 @@ class OccupancySampler(Sampler):
         self.updates = 0
         """Grid updates made so far in this process (the viewer redraws the grid only when it changes)."""
         self._last_counts: Dict[str, Union[int, Tensor]] = {}
+        self._culling: Optional[Tuple[bool, float]] = None
+        """Host copy of ``(warmed_up, effective alpha threshold)``, read from the device once after each
+        grid update, warm-up switch or state load rather than at every sampling."""
+        self.register_load_state_dict_post_hook(lambda module, _: setattr(module, "_culling", None))
 
     def backend_for(self, device: torch.device) -> ResolvedSamplerBackend:
         """The marching backend used for rays on ``device`` (:func:`~nerfstudio_accel.kernels.backends.runnable_sampler_backend`)."""
@@ -145,10 +154,12 @@ class OccupancySampler(Sampler):
         (:func:`~nerfstudio_accel.distributed.evaluate_across_ranks`), and every rank applies the same EMA,
         so all ranks march through bit-identical grids."""
         schedule = self.grid_update
-        if step >= schedule.warmup_steps:
+        if step >= schedule.warmup_steps and not (self._culling is not None and self._culling[0]):
             self.warmed_up.fill_(True)
+            self._culling = None
         if step % schedule.every_n_steps != 0:
             return
+        self._culling = None
         generator = torch.Generator().manual_seed(step)  # on the CPU: a CUDA generator's draws depend on the GPU model
         cell_ids, points = self._update_points(step < schedule.warmup_steps, generator)
         densities = evaluate_across_ranks(lambda x: evaluate_in_chunks(density_fn, x), points).reshape(-1)
@@ -212,8 +223,8 @@ class OccupancySampler(Sampler):
         origins, directions = origins.float().contiguous(), directions.float().contiguous()
         ray_indices, t_starts, t_ends = self._traverse(origins, directions, near, far)
         if options.max_samples_per_ray is not None and t_starts.numel() > 0:
-            keep = torch_ops.first_samples_of_each_ray(ray_indices, options.max_samples_per_ray)
-            ray_indices, t_starts, t_ends = ray_indices[keep], t_starts[keep], t_ends[keep]
+            keep = torch.nonzero(torch_ops.first_samples_of_each_ray(ray_indices, options.max_samples_per_ray))[:, 0]
+            ray_indices, t_starts, t_ends = ray_indices[keep], t_starts[keep], t_ends[keep]  # one sync, not three
         return ray_indices, t_starts, t_ends
 
     def _traverse(self, origins, directions, near, far):
@@ -235,7 +246,11 @@ class OccupancySampler(Sampler):
             )
             return samples.ray_indices.long(), intervals.vals[intervals.is_left], intervals.vals[intervals.is_right]
         traverse = torch_ops.traverse_occupancy_grid
-        if backend == "kernel":
+        if backend == "kernel" and origins.device.type == "cuda":
+            from nerfstudio_accel.kernels import marching_triton
+
+            traverse = marching_triton.traverse_occupancy_grid
+        elif backend == "kernel":
             from nerfstudio_accel.kernels import marching_numba
 
             traverse = marching_numba.traverse_occupancy_grid
@@ -252,8 +267,12 @@ class OccupancySampler(Sampler):
 
     def effective_alpha_threshold(self) -> float:
         """The opacity threshold sampling culls by: 0 before the grid warm-up, then
-        ``marching.alpha_threshold`` capped by the grid's mean occupancy (as nerfacc does)."""
-        return min(self.marching.alpha_threshold, float(self.grid.occs.mean())) if bool(self.warmed_up) else 0.0
+        ``marching.alpha_threshold`` capped by the grid's mean occupancy (as nerfacc does). Read from the
+        device only after the grid changed (:meth:`update`, a state load)."""
+        if self._culling is None:
+            warm = bool(self.warmed_up)
+            self._culling = (warm, min(self.marching.alpha_threshold, float(self.grid.occs.mean())) if warm else 0.0)
+        return self._culling[1]
 
     def occupied_fraction(self) -> float:
         """Fraction of occupied cells over every level of the grid."""

@@ -194,23 +194,25 @@ def exclusive_cumsum(values: Float[Tensor, "*batch k"]) -> Float[Tensor, "*batch
     return torch.cumsum(torch.cat([torch.zeros_like(values[..., :1]), values[..., :-1]], dim=-1), dim=-1)
 
 
-def packed_exclusive_sum(
-    values: Float[Tensor, " n_samples"], ray_indices: Int[Tensor, " n_samples"], n_rays: int
-) -> Float[Tensor, " n_samples"]:
-    """Per-ray exclusive prefix sum of packed values (differentiable).
+OPTICAL_DEPTH_CAP = 1e4
+"""Largest per-sample ``sigma * dt`` the transmittance scan adds up: ``exp(-1e4)`` is already 0 in float32,
+so the cap changes no transmittance, and an overflowed density (``inf``) cannot spoil the running sum."""
 
-    Each ray's samples are scattered into a row of an ``(n_rays, max_samples_per_ray)`` buffer so
-    the sum runs within the ray only: no cancellation against other rays' totals.
+
+def packed_exclusive_sum(
+    values: Float[Tensor, " n_samples"], ray_indices: Int[Tensor, " n_samples"]
+) -> Float[Tensor, " n_samples"]:
+    """Per-ray exclusive prefix sum of packed, ray-sorted, finite values (differentiable), with no host sync.
+
+    A float64 running sum over the whole batch minus its value at each ray's first sample (found by
+    ``searchsorted``: no buffer sized by the longest ray, whose length only the host could read).
     Example: values ``[1, 2, 3, 4]``, rays ``[0, 0, 1, 1]`` -> ``[0, 1, 0, 3]``.
     """
     if values.numel() == 0:
         return values.clone()
-    counts = torch.bincount(ray_indices, minlength=n_rays)
-    starts = torch.cumsum(counts, 0) - counts
-    position = torch.arange(values.shape[0], device=values.device) - starts[ray_indices]
-    rows = values.new_zeros(n_rays, int(counts.max()))
-    rows = rows.index_put((ray_indices, position), values)
-    return exclusive_cumsum(rows)[ray_indices, position]
+    running = exclusive_cumsum(values.double())
+    first_of_ray = torch.searchsorted(ray_indices, ray_indices)
+    return (running - running[first_of_ray]).to(values.dtype)
 
 
 def render_transmittance_from_density(
@@ -220,9 +222,10 @@ def render_transmittance_from_density(
     ray_indices: Int[Tensor, " n_samples"],
     n_rays: int,
 ) -> Tuple[Float[Tensor, " n_samples"], Float[Tensor, " n_samples"]]:
-    """Transmittance before each sample ``T_i = exp(-sum_{j<i} sigma_j dt_j)`` and opacity ``alpha_i``."""
+    """Transmittance before each sample ``T_i = exp(-sum_{j<i} sigma_j dt_j)`` and opacity ``alpha_i``.
+    ``n_rays`` is in nerfacc's signature, kept by the three ``render_*`` twins; the scan needs no per-ray buffer."""
     sigmas_dt = sigmas * (t_ends - t_starts)
-    transmittance = torch.exp(-packed_exclusive_sum(sigmas_dt, ray_indices, n_rays))
+    transmittance = torch.exp(-packed_exclusive_sum(sigmas_dt.clamp(max=OPTICAL_DEPTH_CAP), ray_indices))
     alphas = 1.0 - torch.exp(-sigmas_dt)
     return transmittance, alphas
 

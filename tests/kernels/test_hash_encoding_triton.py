@@ -51,6 +51,14 @@ TRITON_INTERPRETER_CHECK = textwrap.dedent(
             error(table_grad.view(-1), reference_table.grad),
             error(point_grad, reference_points.grad),
         ]
+        # autocast's half types: written as half, gradients read from half, sums in float32
+        for half in (torch.float16, torch.bfloat16):
+            values = triton_kernels.encode_forward(points, rows, level_tensors, half)
+            table_grad, _ = triton_kernels.encode_backward(points, rows, upstream.to(half), level_tensors, False)
+            expected_grad = triton_kernels.encode_backward(points, rows, upstream.to(half).float(), level_tensors, False)[0]
+            report[f"{name} {half}"] = [
+                float(values.dtype == half), error(values.float(), reference.detach()), error(table_grad, expected_grad)
+            ]
     print(json.dumps(report))
     """
 )
@@ -67,18 +75,25 @@ def test_triton_kernels_match_reference_in_interpreter_mode():
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
     report = json.loads(done.stdout.strip().splitlines()[-1])
-    assert set(report) == set(layouts)
-    for name, errors in report.items():
-        assert max(errors) <= 1e-5, f"{name}: relative errors (values, table grad, point grad) {errors}"
+    halves = {name for name in report if name not in layouts}
+    assert set(report) - halves == set(layouts) and len(halves) == 2 * len(layouts)
+    for name in layouts:
+        assert max(report[name]) <= 1e-5, f"{name}: relative errors (values, table grad, point grad) {report[name]}"
+    for name in halves:
+        is_half, value_error, grad_error = report[name]
+        # one rounding of each output to 8 (bf16) or 11 (fp16) bits; gradients as from the widened half input
+        assert is_half == 1.0 and value_error <= (8e-3 if "bfloat16" in name else 1e-3) and grad_error <= 1e-6, (
+            f"{name}: {report[name]}"
+        )
 
 
 POINTER_ARGUMENTS = {"scales_ptr": "*fp32", "resolutions_ptr": "*i64", "offsets_ptr": "*i64", "dense_ptr": "*i32"}
 
 
-@pytest.mark.parametrize("point_grad", [False, True])
-def test_triton_kernels_compile_to_gpu_code_without_a_gpu(point_grad):
-    """Triton's compiler (front end to cubin, for sm_80) accepts the kernels; the interpreter alone
-    would not notice code that only the compiler rejects."""
+@pytest.mark.parametrize("point_grad, half", [(False, "fp32"), (True, "fp32"), (True, "fp16"), (True, "bf16")])
+def test_triton_kernels_compile_to_gpu_code_without_a_gpu(point_grad, half):
+    """Triton's compiler (front end to cubin, for sm_80) accepts the kernels, with float32 or half outputs and
+    output gradients; the interpreter alone would not notice code that only the compiler rejects."""
     triton = pytest.importorskip("triton")
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
@@ -89,12 +104,12 @@ def test_triton_kernels_compile_to_gpu_code_without_a_gpu(point_grad):
     forward = {
         "points_ptr": "*fp32",
         "table_ptr": "*fp32",
-        "out_ptr": "*fp32",
+        "out_ptr": f"*{half}",
         "num_points": "i32",
         **POINTER_ARGUMENTS,
     }
     backward = {
-        "points_ptr": "*fp32", "table_ptr": "*fp32", "grad_out_ptr": "*fp32", "grad_table_ptr": "*fp32",
+        "points_ptr": "*fp32", "table_ptr": "*fp32", "grad_out_ptr": f"*{half}", "grad_table_ptr": "*fp32",
         "grad_points_ptr": "*fp32", "num_points": "i32", **POINTER_ARGUMENTS,
     }  # fmt: skip
     sources = [

@@ -6,25 +6,11 @@ from __future__ import annotations
 import pytest
 import torch
 
+from accel_test_helpers import marching_scene as scene
 from accel_test_helpers import sample
 from nerfstudio_accel.kernels import marching_numba
 from nerfstudio_accel.sampling import torch_ops
 from nerfstudio_accel.sampling.occupancy import MarchingOptions, OccupancySampler
-
-
-def scene(levels: int, seed: int, n_rays: int = 1500):
-    generator = torch.Generator().manual_seed(seed)
-    origins = torch.randn(n_rays, 3, generator=generator) * 2.0
-    origins[:100] *= 0.2  # some rays start inside the grid
-    targets = torch.randn(n_rays, 3, generator=generator) * 0.4
-    targets[-50:] = origins[-50:] * 3.0  # some rays point away and miss
-    directions = torch.nn.functional.normalize(targets - origins, dim=-1)
-    base = torch.tensor([-1.0, -1.0, -1.0, 1.0, 1.0, 1.0])
-    aabbs = torch.stack([base * 2**level for level in range(levels)])
-    binaries = torch.rand(levels, 24, 24, 24, generator=generator) > 0.5
-    near = 0.05 + 0.01 * torch.rand(n_rays, generator=generator)  # jittered like stratified marching
-    far = torch.full((n_rays,), 1e3)
-    return origins, directions, binaries, aabbs, near, far
 
 
 @pytest.mark.parametrize(

@@ -115,8 +115,25 @@ def test_auto_backend_resolves_to_the_fused_marcher_on_cpu():
     assert OccupancySampler(AABB, resolution=8, backend="auto").backend_for(CPU) == "kernel"
     assert resolve_sampler_backend("torch", "cpu") == "torch"
     assert resolve_sampler_backend("auto", "mps") == "torch"
-    with pytest.raises(ValueError, match="marches CPU tensors only.*--pipeline.model.sampler-backend torch"):
+    with pytest.raises(ValueError, match="no fused marcher for mps.*--pipeline.model.sampler-backend torch"):
         resolve_sampler_backend("kernel", "mps")
+
+
+def test_auto_backend_on_cuda_without_nerfacc_marches_with_triton(monkeypatch, caplog):
+    """On a GPU machine where nerfacc's ops do not build, ``auto`` picks the fused (Triton) marcher without a
+    warning; where that cannot run either, the torch reference, with one warning naming both reasons."""
+    monkeypatch.setattr(backends, "nerfacc_ops_unavailable_reason", lambda: "nerfacc's CUDA ops did not build")
+    monkeypatch.setattr(backends, "marcher_unavailable_reason", lambda device_type: "")
+    with caplog.at_level(logging.WARNING, logger=backends.__name__):
+        assert resolve_sampler_backend("auto", "cuda") == "kernel"
+        assert not caplog.records
+        monkeypatch.setattr(backends, "marcher_unavailable_reason", lambda device_type: "triton is not installed")
+        assert resolve_sampler_backend("auto", "cuda") == "torch"
+    assert len(caplog.records) == 1
+    assert (
+        "did not build" in caplog.records[0].getMessage()
+        and "triton is not installed" in caplog.records[0].getMessage()
+    )
 
 
 # ---------------------------------------------------------------------------------------------

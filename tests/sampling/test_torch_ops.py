@@ -390,11 +390,10 @@ def reference_exclusive_sum(values: list[float], ray_indices: list[int]) -> list
 
 
 def test_packed_exclusive_sum_matches_per_ray_cumsum():
-    """Per-ray exclusive prefix sums, rays without samples included (first, middle and last rays)."""
+    """Per-ray exclusive prefix sums, rays without samples between others (ray 0 is empty by construction)."""
     ray_indices, _, _, values = random_packed_samples(30, 20, seed=13)
-    n_rays = 32  # rays 30 and 31 have no samples; ray 0 is empty by construction
     assert int((ray_indices == 0).sum()) == 0
-    result = torch_ops.packed_exclusive_sum(values.double(), ray_indices, n_rays)
+    result = torch_ops.packed_exclusive_sum(values.double(), ray_indices)
     expected = torch.tensor(
         reference_exclusive_sum(values.double().tolist(), ray_indices.tolist()), dtype=torch.float64
     )
@@ -403,13 +402,13 @@ def test_packed_exclusive_sum_matches_per_ray_cumsum():
 
 def test_packed_exclusive_sum_docstring_example():
     """``[1, 2, 3, 4]`` on rays ``[0, 0, 1, 1]`` gives ``[0, 1, 0, 3]``."""
-    result = torch_ops.packed_exclusive_sum(torch.tensor([1.0, 2.0, 3.0, 4.0]), torch.tensor([0, 0, 1, 1]), 2)
+    result = torch_ops.packed_exclusive_sum(torch.tensor([1.0, 2.0, 3.0, 4.0]), torch.tensor([0, 0, 1, 1]))
     assert result.tolist() == [0.0, 1.0, 0.0, 3.0]
 
 
 def test_packed_exclusive_sum_empty_input():
-    """No samples at all: an empty result, for any number of rays."""
-    result = torch_ops.packed_exclusive_sum(torch.zeros(0), torch.zeros(0, dtype=torch.long), 5)
+    """No samples at all: an empty result."""
+    result = torch_ops.packed_exclusive_sum(torch.zeros(0), torch.zeros(0, dtype=torch.long))
     assert result.shape == (0,)
 
 
@@ -429,7 +428,7 @@ def test_packed_exclusive_sum_gradcheck():
     """The packed scan is differentiable with the analytic gradient (float64 gradcheck)."""
     ray_indices = torch.tensor([0, 0, 0, 2, 2, 3])
     values = torch.rand(6, dtype=torch.float64, generator=torch.Generator().manual_seed(14), requires_grad=True)
-    assert torch.autograd.gradcheck(lambda v: torch_ops.packed_exclusive_sum(v, ray_indices, 5), (values,))
+    assert torch.autograd.gradcheck(lambda v: torch_ops.packed_exclusive_sum(v, ray_indices), (values,))
 
 
 def test_weights_gradcheck():
