@@ -145,7 +145,13 @@ def profile_steps(trainer, first_step: int, steps: int, device: str) -> Dict[str
         cuda_syncs = [str(w.message) for w in caught if "synchroniz" in str(w.message)]
     everything = prof.events()
     training_thread = next(event.thread for event in everything if "training_step" in event.name)
-    events = [event for event in everything if event.thread == training_thread]
+    # on CUDA autograd runs the backward pass on a thread of its own, whose work names the forward thread
+    backward_threads = {
+        event.thread
+        for event in everything
+        if event.name.startswith("autograd::engine::evaluate_function") and event.fwd_thread == training_thread
+    }
+    events = [event for event in everything if event.thread in {training_thread, *backward_threads}]
 
     def ancestors(event):
         parent = event.cpu_parent

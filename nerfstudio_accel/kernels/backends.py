@@ -104,7 +104,8 @@ def tcnn_encoding_unavailable_reason(device_type: str) -> str:
 @functools.lru_cache(maxsize=None)
 def marcher_unavailable_reason(device_type: str) -> str:
     """Empty when the fused occupancy-grid marcher (numba on CPU, Triton on CUDA) runs on ``device_type`` here,
-    else one line saying why not. On CUDA, checked once per process against the torch reference on 64 rays."""
+    else one line saying why not. On CUDA, checked once per process against the CPU torch reference on 64 rays
+    (one level with uniform steps, two with cone-angle steps: each a kernel variant of its own)."""
     if device_type not in ("cpu", "cuda"):
         return f"there is no fused marcher for {device_type} devices"
     module = "numba" if device_type == "cpu" else "triton"
@@ -120,18 +121,21 @@ def marcher_unavailable_reason(device_type: str) -> str:
     generator = torch.Generator().manual_seed(0)
     origins = torch.randn(64, 3, generator=generator) * 2.0
     directions = torch.nn.functional.normalize(torch.randn(64, 3, generator=generator) * 0.3 - origins, dim=-1)
-    binaries = torch.rand(1, 16, 16, 16, generator=generator) > 0.5
-    inputs = [origins, directions, binaries, torch.tensor([[-1.0, -1, -1, 1, 1, 1]]), torch.full((64,), 0.05)]
-    inputs.append(torch.full((64,), 1e3))
-    try:
-        fused = marching_triton.traverse_occupancy_grid(*[t.to(device_type) for t in inputs], 0.01)
-    except Exception as error:  # noqa: BLE001 - any build or launch failure means "does not run here"
-        first_line = (str(error).strip().splitlines() or [type(error).__name__])[0]
-        return f"its triton kernels failed to run: {first_line}"
-    # the reference on CPU: the kernels follow its float32 arithmetic (torch on CUDA divides by reciprocals)
-    reference = torch_ops.traverse_occupancy_grid(*inputs, 0.01)
-    if not all(torch.equal(a.cpu(), b) for a, b in zip(fused, reference)):
-        return "its triton kernels disagree with the torch reference on this device"
+    for levels, cone_angle in ((1, 0.0), (2, 0.01)):  # each compiles its own kernel variant
+        binaries = torch.rand(levels, 16, 16, 16, generator=generator) > 0.5
+        aabbs = torch.stack([torch.tensor([-1.0, -1, -1, 1, 1, 1]) * 2**level for level in range(levels)])
+        inputs = [origins, directions, binaries, aabbs, torch.full((64,), 0.05), torch.full((64,), 1e3)]
+        try:
+            fused = marching_triton.traverse_occupancy_grid(*[t.to(device_type) for t in inputs], 0.01, cone_angle)
+        except Exception as error:  # noqa: BLE001 - any build or launch failure means "does not run here"
+            first_line = (str(error).strip().splitlines() or [type(error).__name__])[0]
+            return f"its triton kernels failed to run: {first_line}"
+        # the reference on CPU: the kernels follow its float32 arithmetic (torch on CUDA divides by reciprocals)
+        reference = torch_ops.traverse_occupancy_grid(*inputs, 0.01, cone_angle)
+        if not torch.equal(fused[0].cpu(), reference[0]) or not all(
+            torch.allclose(a.cpu(), b, rtol=1e-6, atol=1e-6) for a, b in zip(fused[1:], reference[1:])
+        ):
+            return "its triton kernels disagree with the torch reference on this device"
     return ""
 
 

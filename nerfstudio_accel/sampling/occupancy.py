@@ -159,7 +159,6 @@ class OccupancySampler(Sampler):
             self._culling = None
         if step % schedule.every_n_steps != 0:
             return
-        self._culling = None
         generator = torch.Generator().manual_seed(step)  # on the CPU: a CUDA generator's draws depend on the GPU model
         cell_ids, points = self._update_points(step < schedule.warmup_steps, generator)
         densities = evaluate_across_ranks(lambda x: evaluate_in_chunks(density_fn, x), points).reshape(-1)
@@ -171,6 +170,7 @@ class OccupancySampler(Sampler):
         )  # a cell drawn twice keeps its larger value
         threshold = torch.clamp(occs.mean(), max=schedule.occupancy_threshold)
         self.grid.binaries = (occs > threshold).view(self.grid.binaries.shape)
+        self._culling = None  # after the grid changed, so no sampling in between reads the old one back
         self.updates += 1
 
     def _update_points(

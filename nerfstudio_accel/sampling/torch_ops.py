@@ -195,8 +195,8 @@ def exclusive_cumsum(values: Float[Tensor, "*batch k"]) -> Float[Tensor, "*batch
 
 
 OPTICAL_DEPTH_CAP = 1e4
-"""Largest per-sample ``sigma * dt`` the transmittance scan adds up: ``exp(-1e4)`` is already 0 in float32,
-so the cap changes no transmittance, and an overflowed density (``inf``) cannot spoil the running sum."""
+"""Largest per-sample ``sigma * dt`` the transmittance scan adds up (NaN counts as it): ``exp(-1e4)`` is already
+0 in float32, so the cap changes no transmittance, and an overflowed density cannot spoil other rays' sums."""
 
 
 def packed_exclusive_sum(
@@ -205,14 +205,29 @@ def packed_exclusive_sum(
     """Per-ray exclusive prefix sum of packed, ray-sorted, finite values (differentiable), with no host sync.
 
     A float64 running sum over the whole batch minus its value at each ray's first sample (found by
-    ``searchsorted``: no buffer sized by the longest ray, whose length only the host could read).
+    ``searchsorted``: no buffer sized by the longest ray, whose length only the host could read). Devices
+    without float64 (MPS) take :func:`packed_exclusive_sum_in_rows`.
     Example: values ``[1, 2, 3, 4]``, rays ``[0, 0, 1, 1]`` -> ``[0, 1, 0, 3]``.
     """
     if values.numel() == 0:
         return values.clone()
+    if values.device.type == "mps":
+        return packed_exclusive_sum_in_rows(values, ray_indices)
     running = exclusive_cumsum(values.double())
     first_of_ray = torch.searchsorted(ray_indices, ray_indices)
     return (running - running[first_of_ray]).to(values.dtype)
+
+
+def packed_exclusive_sum_in_rows(
+    values: Float[Tensor, " n_samples"], ray_indices: Int[Tensor, " n_samples"]
+) -> Float[Tensor, " n_samples"]:
+    """:func:`packed_exclusive_sum` in the values' own precision: each ray's samples are scattered into a row
+    of an ``(n_rays, longest ray)`` buffer and summed within it (one host read: the longest ray)."""
+    n_rays = int(ray_indices[-1]) + 1
+    counts = torch.bincount(ray_indices, minlength=n_rays)
+    position = torch.arange(values.shape[0], device=values.device) - (torch.cumsum(counts, 0) - counts)[ray_indices]
+    rows = values.new_zeros(n_rays, int(counts.max())).index_put((ray_indices, position), values)
+    return exclusive_cumsum(rows)[ray_indices, position]
 
 
 def render_transmittance_from_density(
@@ -225,7 +240,8 @@ def render_transmittance_from_density(
     """Transmittance before each sample ``T_i = exp(-sum_{j<i} sigma_j dt_j)`` and opacity ``alpha_i``.
     ``n_rays`` is in nerfacc's signature, kept by the three ``render_*`` twins; the scan needs no per-ray buffer."""
     sigmas_dt = sigmas * (t_ends - t_starts)
-    transmittance = torch.exp(-packed_exclusive_sum(sigmas_dt.clamp(max=OPTICAL_DEPTH_CAP), ray_indices))
+    depth = torch.nan_to_num(sigmas_dt, nan=OPTICAL_DEPTH_CAP, posinf=OPTICAL_DEPTH_CAP).clamp(max=OPTICAL_DEPTH_CAP)
+    transmittance = torch.exp(-packed_exclusive_sum(depth, ray_indices))  # a NaN hides its own ray's rest only
     alphas = 1.0 - torch.exp(-sigmas_dt)
     return transmittance, alphas
 

@@ -400,6 +400,25 @@ def test_packed_exclusive_sum_matches_per_ray_cumsum():
     torch.testing.assert_close(result, expected, rtol=1e-12, atol=1e-12)
 
 
+def test_packed_exclusive_sum_in_rows_matches_the_running_sum():
+    """The float32 per-ray buffer scan (devices without float64) agrees with the float64 running sum."""
+    ray_indices, _, _, values = random_packed_samples(30, 20, seed=15)
+    torch.testing.assert_close(
+        torch_ops.packed_exclusive_sum_in_rows(values, ray_indices), torch_ops.packed_exclusive_sum(values, ray_indices)
+    )
+
+
+def test_a_nan_density_hides_the_rest_of_its_own_ray_only():
+    """A NaN ``sigma dt`` (e.g. ``inf * 0``) spoils nothing outside its ray: the batch-wide running sum must
+    not carry it into later rays."""
+    ray_indices = torch.tensor([0, 0, 0, 1, 1])
+    t_starts, t_ends = torch.tensor([0.0, 0.1, 0.2, 0.0, 0.1]), torch.tensor([0.1, 0.2, 0.3, 0.1, 0.2])
+    sigmas = torch.tensor([1.0, float("nan"), 2.0, 3.0, 1.0])
+    transmittance, _ = torch_ops.render_transmittance_from_density(t_starts, t_ends, sigmas, ray_indices, 2)
+    assert transmittance[2] == 0.0 and transmittance[3] == 1.0
+    assert transmittance[4] == pytest.approx(math.exp(-0.3))
+
+
 def test_packed_exclusive_sum_docstring_example():
     """``[1, 2, 3, 4]`` on rays ``[0, 0, 1, 1]`` gives ``[0, 1, 0, 3]``."""
     result = torch_ops.packed_exclusive_sum(torch.tensor([1.0, 2.0, 3.0, 4.0]), torch.tensor([0, 0, 1, 1]))
