@@ -194,6 +194,11 @@ def exclusive_cumsum(values: Float[Tensor, "*batch k"]) -> Float[Tensor, "*batch
     return torch.cumsum(torch.cat([torch.zeros_like(values[..., :1]), values[..., :-1]], dim=-1), dim=-1)
 
 
+def supports_float64(device: torch.device) -> bool:
+    """Whether ``device`` computes in float64 (MPS does not)."""
+    return device.type != "mps"
+
+
 OPTICAL_DEPTH_CAP = 1e4
 """Largest per-sample ``sigma * dt`` the transmittance scan adds up (NaN counts as it): ``exp(-1e4)`` is already
 0 in float32, so the cap changes no transmittance, and an overflowed density cannot spoil other rays' sums."""
@@ -211,7 +216,7 @@ def packed_exclusive_sum(
     """
     if values.numel() == 0:
         return values.clone()
-    if values.device.type == "mps":
+    if not supports_float64(values.device):
         return packed_exclusive_sum_in_rows(values, ray_indices)
     running = exclusive_cumsum(values.double())
     first_of_ray = torch.searchsorted(ray_indices, ray_indices)

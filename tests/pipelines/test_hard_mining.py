@@ -26,6 +26,7 @@ from nerfstudio_accel.pipelines.hard_mining import (
     importance_moments,
     tau_from_moments,
 )
+from nerfstudio_accel.sampling import torch_ops
 from nerfstudio_accel.scenes.object_scene import SceneSpec, generate_scene
 
 
@@ -342,8 +343,10 @@ class NoFloat64(torch.overrides.TorchFunctionMode):
         return result
 
 
-def test_mined_step_makes_no_float64_tensor(mining_scene, tmp_path):
-    """The mined step (scoring, tau estimate, draw, graph pass) runs on devices without float64 (MPS)."""
+def test_mined_step_makes_no_float64_tensor_where_the_device_has_none(mining_scene, tmp_path, monkeypatch):
+    """The mined step (sampling, scoring, tau estimate, draw, graph pass) runs on devices without float64 (MPS):
+    told that this device has none, it makes no float64 tensor."""
+    monkeypatch.setattr(torch_ops, "supports_float64", lambda device: False)
     torch.manual_seed(0)
     pipeline = mining_trainer(mining_scene, tmp_path, min_hard_fraction=0.0).pipeline
     ray_bundle, batch = pipeline.datamanager.next_train(0)
