@@ -43,6 +43,7 @@ from nerfstudio.utils.rich_utils import CONSOLE
 from nerfstudio_accel import distributed
 from nerfstudio_accel.errors import AccelError, CheckpointError, ConfigError, exit_message
 from nerfstudio_accel.pipelines.accel_pipeline import AccelPipeline, AccelPipelineConfig
+from nerfstudio_accel.step_phases import phase
 from nerfstudio_accel.viewer.accel_panel import AccelPanel
 from nerfstudio_accel.viewer.training_stats import TrainingStats
 from nerfstudio_accel.viewer.training_viewer import TrainingViewer
@@ -271,9 +272,22 @@ class AccelTrainer(Trainer):
             loss
         )  # on every rank, graph or not: the scaler's state starts at the first call
         if loss.requires_grad:  # a step with no sample to learn from (e.g. every ray misses) has no graph
-            scaled.backward()
+            with phase("backward"):
+                scaled.backward()
         losses_finite = self._share_gradients(loss, groups)
+        with phase("optimizer"):
+            finite = self._optimizer_step(step, loss, groups, losses_finite, metrics_dict)
+        metrics_dict["skipped_steps"] = torch.tensor(self.skipped_steps)
+        if not finite:
+            self._on_skipped_step(step)
+        return loss.detach(), loss_dict, metrics_dict
 
+    def _optimizer_step(
+        self, step: int, loss: torch.Tensor, groups: List[str], losses_finite: bool, metrics_dict
+    ) -> bool:
+        """Unscale, check, clip and step the groups whose accumulation ends at ``step``, then the scaler and
+        the schedulers; a non-finite loss or gradient skips the step instead. Returns whether it was finite."""
+        accumulation = self.gradient_accumulation_steps
         stepping = [
             g
             for g in groups
@@ -298,10 +312,7 @@ class AccelTrainer(Trainer):
             self.grad_scaler.update()
         if finite and stepping:
             self.optimizers.scheduler_step_all(step)
-        metrics_dict["skipped_steps"] = torch.tensor(self.skipped_steps)
-        if not finite:
-            self._on_skipped_step(step)
-        return loss.detach(), loss_dict, metrics_dict
+        return finite
 
     def _share_gradients(self, loss: torch.Tensor, groups: List[str]) -> bool:
         """Under torch.distributed, average every rank's gradients weighted by its batch's rays (one

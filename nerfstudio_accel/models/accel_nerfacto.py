@@ -39,6 +39,7 @@ from nerfstudio_accel.geometry import pose_corrected_rays
 from nerfstudio_accel.kernels.backends import check_implementation, resolve_implementation
 from nerfstudio_accel.metrics import UnavailableLPIPS, lpips_without_downloads
 from nerfstudio_accel.models.base import AccelModel, AccelModelConfig
+from nerfstudio_accel.step_phases import phase
 
 
 @dataclass
@@ -176,7 +177,10 @@ class AccelNerfactoModel(AccelModel, NerfactoModel):
             ray_bundle.origins, ray_bundle.directions = pose_corrected_rays(
                 self.camera_optimizer, ray_bundle.origins, ray_bundle.directions, ray_bundle.camera_indices.reshape(-1)
             )
-        ray_samples, weights_list, ray_samples_list = self.proposal_sampler(ray_bundle, density_fns=self.density_fns)
+        with phase("proposal rounds"):
+            ray_samples, weights_list, ray_samples_list = self.proposal_sampler(
+                ray_bundle, density_fns=self.density_fns
+            )
         return ProposalSamples(ray_samples, weights_list, ray_samples_list)
 
     def field_raw(self, samples: ProposalSamples) -> Tuple[Float[Tensor, "*bs 1"], Float[Tensor, "*bs 3"]]:
@@ -215,7 +219,10 @@ class AccelNerfactoModel(AccelModel, NerfactoModel):
 
     def get_outputs(self, ray_bundle: RayBundle) -> Dict[str, Tensor]:
         samples = self.sample(ray_bundle)
-        return self.render(samples, *self.field_raw(samples))
+        with phase("graph forward"):
+            raw = self.field_raw(samples)
+        with phase("render and loss"):
+            return self.render(samples, *raw)
 
     def get_metrics_dict(self, outputs, batch) -> Dict[str, Tensor]:
         metrics = super().get_metrics_dict(outputs, batch)

@@ -48,6 +48,7 @@ from nerfstudio_accel.sampling.base import Sampler
 from nerfstudio_accel.sampling.occupancy import GridUpdateOptions, MarchingOptions, OccupancySampler
 from nerfstudio_accel.sampling.packed import PackedSamples
 from nerfstudio_accel.sampling.proposal import ProposalSampler
+from nerfstudio_accel.step_phases import phase
 
 logger = logging.getLogger(__name__)
 
@@ -357,7 +358,7 @@ class AccelNGPModel(AccelModel):
             return self.field.activate_density(heads[-1][:, :1])
 
         samples, marched_directions = self._sample(ray_bundle, density_keeping_heads)
-        with torch.no_grad():
+        with torch.no_grad(), phase("scoring forward"):
             if samples.density_index is None:
                 return (samples, *self.field_raw(samples))
             kept = torch.cat(heads)[samples.density_index]
@@ -430,8 +431,10 @@ class AccelNGPModel(AccelModel):
 
     def get_outputs(self, ray_bundle: RayBundle) -> Dict[str, Tensor]:
         samples = self.sample(ray_bundle)
-        raw_density, raw_color = self.field_raw(samples)
-        outputs = self.render(samples, raw_density, raw_color)
+        with phase("graph forward"):
+            raw_density, raw_color = self.field_raw(samples)
+        with phase("render and loss"):
+            outputs = self.render(samples, raw_density, raw_color)
         outputs.pop("weights")
         return outputs
 

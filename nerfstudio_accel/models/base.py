@@ -24,6 +24,7 @@ from torch import Tensor
 from nerfstudio_accel.data.scene_checks import SceneFacts
 from nerfstudio_accel.errors import ConfigError
 from nerfstudio_accel.sampling.base import Sampler
+from nerfstudio_accel.step_phases import phase
 
 
 class Samples(Protocol):
@@ -103,7 +104,7 @@ class AccelModel(Model, ABC):
         """:meth:`sample` and :meth:`field_raw` of every sample, the field without a graph: the forward
         hard sample mining scores. A model may share work between the two."""
         samples = self.sample(ray_bundle)
-        with torch.no_grad():
+        with torch.no_grad(), phase("scoring forward"):
             return (samples, *self.field_raw(samples))
 
     def own_sampler(self) -> Optional[Sampler]:

@@ -30,6 +30,7 @@ from nerfstudio_accel.data.prefetching_datamanager import AccelDataManager
 from nerfstudio_accel.data.scene_checks import check_scene
 from nerfstudio_accel.errors import ConfigError
 from nerfstudio_accel.models.base import AccelModel, AccelModelConfig
+from nerfstudio_accel.step_phases import phase
 
 HardSampleBatch = Tuple[Int[Tensor, " B"], Float[Tensor, "B 3"], int, Int[Tensor, " b"]]
 """A mined batch for the viewer: ``(ray_indices (B,), positions (B, 3), n_rays, hard indices (b,))``."""
@@ -112,10 +113,12 @@ class AccelPipeline(DynamicBatchPipeline):
         """One training batch through the model: ``(outputs, loss_dict, metrics)``; the ray batch then scales
         toward ``target_num_samples`` for the steps to come. ``timed``: the trainer logs this step (a
         pipeline may add timings that wait for the device)."""
-        ray_bundle, batch = self.datamanager.next_train(step)
+        with phase("ray batch"):
+            ray_bundle, batch = self.datamanager.next_train(step)
         outputs = self.model(ray_bundle)
-        metrics = self.model.get_metrics_dict(outputs, batch)
-        loss_dict = self.model.get_loss_dict(outputs, batch, metrics)
+        with phase("render and loss"):
+            metrics = self.model.get_metrics_dict(outputs, batch)
+            loss_dict = self.model.get_loss_dict(outputs, batch, metrics)
         self._after_training_batch(len(ray_bundle), metrics)
         return outputs, loss_dict, metrics
 

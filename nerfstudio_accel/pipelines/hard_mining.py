@@ -27,6 +27,7 @@ from torch import Tensor
 
 from nerfstudio_accel import distributed
 from nerfstudio_accel.pipelines.accel_pipeline import AccelPipeline, AccelPipelineConfig, HardSampleBatch
+from nerfstudio_accel.step_phases import phase
 
 
 def reaches_parameters(tensor: Tensor, inputs: List[Tensor]) -> bool:
@@ -193,7 +194,8 @@ class HardSampleMiningPipeline(AccelPipeline):
         """A mined step (:meth:`mined_loss`); pass times are measured when ``timed`` and on print steps."""
         if not self.config.hard_mining:
             return super().get_train_loss_dict(step, timed)
-        ray_bundle, batch = self.datamanager.next_train(step)
+        with phase("ray batch"):
+            ray_bundle, batch = self.datamanager.next_train(step)
         printing = self.config.print_every > 0 and step % self.config.print_every == 0
         outputs, loss_dict, metrics = self.mined_loss(ray_bundle, batch, time_passes=timed or printing)
         self._after_training_batch(len(ray_bundle), metrics)
@@ -214,7 +216,7 @@ class HardSampleMiningPipeline(AccelPipeline):
         start = self._clock(time_passes)
         samples, raw_density, raw_color = model.sample_and_forward(ray_bundle)
         raw = [raw_density.detach().float().requires_grad_(True), raw_color.detach().float().requires_grad_(True)]
-        with torch.enable_grad():
+        with torch.enable_grad(), phase("render and output gradients"):
             outputs = model.render(samples, *raw)
             metrics = model.get_metrics_dict(outputs, batch)
             loss_dict = model.get_loss_dict(outputs, batch, metrics)
@@ -226,21 +228,23 @@ class HardSampleMiningPipeline(AccelPipeline):
         if not keep_graph:
             loss_dict = {name: value.detach() for name, value in loss_dict.items()}
         # per-sample output gradients, flat: (B, 1) for density and (B, 3) for colour
-        grads = [(torch.zeros_like(r) if g is None else g).reshape(-1, r.shape[-1]) for r, g in zip(raw, grads)]
-        importance = torch.cat(grads, dim=-1).norm(dim=-1)
-        finite = self.batch_sizer.update(importance) is not None  # a collective: every rank agrees
-        if finite:
-            hard = draw_hard_samples(importance, self.batch_sizer.hard_batch_size(importance.numel()))
-        else:
-            hard = torch.zeros(0, dtype=torch.long, device=importance.device)
+        with phase("importance and selection"):
+            grads = [(torch.zeros_like(r) if g is None else g).reshape(-1, r.shape[-1]) for r, g in zip(raw, grads)]
+            importance = torch.cat(grads, dim=-1).norm(dim=-1)
+            finite = self.batch_sizer.update(importance) is not None  # a collective: every rank agrees
+            if finite:
+                hard = draw_hard_samples(importance, self.batch_sizer.hard_batch_size(importance.numel()))
+            else:
+                hard = torch.zeros(0, dtype=torch.long, device=importance.device)
         scoring_seconds = self._clock(time_passes) - start
 
         start = self._clock(time_passes)
         surrogate = torch.zeros((), device=importance.device)
         if hard.numel() > 0:
-            hard_outputs = model.field_raw(samples.subset(hard))
-            for hard_raw, grad in zip(hard_outputs, grads):
-                surrogate = surrogate + (hard_raw.reshape(-1, grad.shape[-1]).float() * grad[hard]).sum()
+            with phase("graph forward"):
+                hard_outputs = model.field_raw(samples.subset(hard))
+                for hard_raw, grad in zip(hard_outputs, grads):
+                    surrogate = surrogate + (hard_raw.reshape(-1, grad.shape[-1]).float() * grad[hard]).sum()
         graph_seconds = self._clock(time_passes) - start
 
         first = next(iter(loss_dict))

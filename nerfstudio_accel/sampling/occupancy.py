@@ -35,6 +35,7 @@ from nerfstudio_accel.kernels.backends import (
 from nerfstudio_accel.sampling import torch_ops
 from nerfstudio_accel.sampling.base import DensityFn, Sampler, ray_bounds
 from nerfstudio_accel.sampling.packed import PackedSamples
+from nerfstudio_accel.step_phases import phase
 
 logger = logging.getLogger(__name__)
 
@@ -159,19 +160,22 @@ class OccupancySampler(Sampler):
             self._culling = None
         if step % schedule.every_n_steps != 0:
             return
-        generator = torch.Generator().manual_seed(step)  # on the CPU: a CUDA generator's draws depend on the GPU model
-        cell_ids, points = self._update_points(step < schedule.warmup_steps, generator)
-        densities = evaluate_across_ranks(lambda x: evaluate_in_chunks(density_fn, x), points).reshape(-1)
-        occupancy = densities * self.marching.render_step_size
-        occs = self.grid.occs
-        occs[torch.unique(cell_ids)] *= schedule.ema_decay
-        occs.scatter_reduce_(
-            0, cell_ids, occupancy.to(occs.dtype), reduce="amax"
-        )  # a cell drawn twice keeps its larger value
-        threshold = torch.clamp(occs.mean(), max=schedule.occupancy_threshold)
-        self.grid.binaries = (occs > threshold).view(self.grid.binaries.shape)
-        self._culling = None  # after the grid changed, so no sampling in between reads the old one back
-        self.updates += 1
+        with phase("grid update"):
+            generator = torch.Generator().manual_seed(
+                step
+            )  # on the CPU: a CUDA generator's draws depend on the GPU model
+            cell_ids, points = self._update_points(step < schedule.warmup_steps, generator)
+            densities = evaluate_across_ranks(lambda x: evaluate_in_chunks(density_fn, x), points).reshape(-1)
+            occupancy = densities * self.marching.render_step_size
+            occs = self.grid.occs
+            occs[torch.unique(cell_ids)] *= schedule.ema_decay
+            occs.scatter_reduce_(
+                0, cell_ids, occupancy.to(occs.dtype), reduce="amax"
+            )  # a cell drawn twice keeps its larger value
+            threshold = torch.clamp(occs.mean(), max=schedule.occupancy_threshold)
+            self.grid.binaries = (occs > threshold).view(self.grid.binaries.shape)
+            self._culling = None  # after the grid changed, so no sampling in between reads the old one back
+            self.updates += 1
 
     def _update_points(
         self, all_cells: bool, generator: torch.Generator
@@ -327,17 +331,19 @@ class OccupancySampler(Sampler):
         :meth:`visible` samples (``density_index``: their rows among the marched candidates, which
         ``density_fn`` saw in order). In training, counts the candidates, the kept and the alpha-culled
         samples for :meth:`figures` (no device read here)."""
-        ray_indices, t_starts, t_ends = self.march(origins, directions, nears, fars, stratified)
+        with phase("marching"):
+            ray_indices, t_starts, t_ends = self.march(origins, directions, nears, fars, stratified)
         if density_fn is None or t_starts.numel() == 0 or not self.marching.culls:
             return PackedSamples(ray_indices, t_starts, t_ends, origins, directions)
-        positions = (
-            origins.float()[ray_indices] + directions.float()[ray_indices] * (0.5 * (t_starts + t_ends))[:, None]
-        )
-        densities = evaluate_in_chunks(density_fn, positions).reshape(-1).float()
-        threshold = self.effective_alpha_threshold()
-        keep = torch.nonzero(
-            self.visible(ray_indices, t_starts, t_ends, densities, origins.shape[0], threshold)
-        ).reshape(-1)
+        with phase("culling density pass"):
+            positions = (
+                origins.float()[ray_indices] + directions.float()[ray_indices] * (0.5 * (t_starts + t_ends))[:, None]
+            )
+            densities = evaluate_in_chunks(density_fn, positions).reshape(-1).float()
+            threshold = self.effective_alpha_threshold()
+            keep = torch.nonzero(
+                self.visible(ray_indices, t_starts, t_ends, densities, origins.shape[0], threshold)
+            ).reshape(-1)
         if self.training:
             alphas = 1.0 - torch.exp(-densities * (t_ends - t_starts))
             self._last_counts = {

@@ -25,6 +25,7 @@ from nerfstudio_accel.sampling import proposal_ops, torch_ops
 from nerfstudio_accel.sampling.base import DensityFn, Sampler, ray_bounds
 from nerfstudio_accel.sampling.packed import PackedSamples
 from nerfstudio_accel.sampling.proposal_ops import Spacing
+from nerfstudio_accel.step_phases import phase
 
 
 @dataclass
@@ -113,7 +114,8 @@ class ProposalSampler(Sampler):
         if self.aabb is not None:
             enter, exit_, _ = torch_ops.ray_aabb_intersect(origins, directions, self.aabb)
             near, far = torch.maximum(near, enter), torch.minimum(far, exit_)
-        distances, rounds = self.propose(origins, directions, near, far, stratified)
+        with phase("proposal rounds"):
+            distances, rounds = self.propose(origins, directions, near, far, stratified)
         per_ray = distances.shape[1] - 1
         ray_indices = torch.arange(n_rays, device=origins.device).repeat_interleave(per_ray)
         return PackedSamples(
