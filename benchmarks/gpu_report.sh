@@ -9,7 +9,8 @@
 #   runs every CUDA-only test (Triton vs torch parity for the hash encoding and the marcher, nerfacc parity,
 #   fp16 + hard mining, CPU checkpoints opened on CUDA, device choices), then profiles accel-ngp training
 #   steps on lego 400x400 for both samplers (benchmarks/step_ops.py: ATen ops, syncs CUDA reports, kernels
-#   launched and the top kernels by CUDA time per step).
+#   launched and the top kernels by CUDA time per step) and times each phase of a step with hard mining on and
+#   off (benchmarks/step_profile.py).
 #     bash benchmarks/gpu_report.sh bench        # ~9 min with BUDGET=45
 #   installs the same way, then ns-accel-bench at an equal training-time budget (BUDGET seconds, default 45)
 #   on lego 400x400: accel-ngp (defaults), accel-ngp on the torch backends, nerfstudio's instant-ngp (on
@@ -59,6 +60,11 @@ if [ "$part" != bench ]; then
     python3 benchmarks/step_ops.py --device cuda --data "$GPU_DIR/lego" --downscale 1 --json "$OUT/step_ops.json" \
         --markdown "$OUT/step_ops.md" > "$OUT/step_ops.log" 2>&1 || { status=1; tail -n 20 "$OUT/step_ops.log"; }
     cat "$OUT/step_ops.md" >> "$report" 2>/dev/null
+
+    echo "## Where a step's time goes, hard mining on and off" >> "$report"
+    python3 benchmarks/step_profile.py --device cuda --data "$GPU_DIR/lego" --downscale 1 --json "$OUT/step_profile.json" \
+        --markdown "$OUT/step_profile.md" > "$OUT/step_profile.log" 2>&1 || { status=1; tail -n 20 "$OUT/step_profile.log"; }
+    cat "$OUT/step_profile.md" >> "$report" 2>/dev/null
 fi
 
 if [ "$part" != checks ]; then

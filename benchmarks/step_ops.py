@@ -3,7 +3,8 @@
     python benchmarks/step_ops.py [--data ../shared/data/lego] [--downscale 4] [--samplers occupancy proposal]
         [--device cpu] [--warmup 300] [--steps 16] [--markdown FILE] [--json FILE] [-- ns-train flags...]
 
-Builds accel-ngp as ``ns-train`` does (defaults, plus the flags after ``--``), trains ``--warmup`` steps
+Builds accel-ngp as ``ns-train`` does (defaults, plus the flags after ``--``) on ``--data`` in any format
+``ns-accel-bench`` reads, trains ``--warmup`` steps
 (past the occupancy grid's 256-step warm-up, so the profiled steps cull as training does from then on), then
 profiles ``--steps`` steps with ``torch.profiler`` and reports, per step, on the
 training thread:
@@ -35,15 +36,13 @@ import threading
 import traceback
 import warnings
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, List, Optional, Sequence, Tuple
 
 import torch
-from nerfstudio.data.dataparsers.blender_dataparser import BlenderDataParserConfig
 from torch.profiler import ProfilerActivity, profile
 
-from nerfstudio_accel.engine.build import build_trainer_config
+from nerfstudio_accel.bench.configs import MethodSpec, build_config, resolve_dataparser
 from nerfstudio_accel.engine.trainer import training_step
-from nerfstudio_accel.methods import accel_ngp
 
 SYNC_OPS = {
     "aten::_local_scalar_dense": "scalar read (.item(), int(), float(), bool())",
@@ -64,22 +63,13 @@ CPU_ONLY_SITES = {
 
 
 def build_trainer(data: Path, downscale: float, sampler: str, device: str, flags: Sequence[str], output_dir: Path):
-    def configure(config) -> None:
-        config.pipeline.datamanager.camera_res_scale_factor = 1.0 / downscale
-        config.pipeline.model.sampler = sampler
-        config.experiment_name, config.timestamp = "step-ops", sampler
-
-    config = build_trainer_config(
-        accel_ngp.config,
-        data,
-        device,
-        BlenderDataParserConfig(),
-        flags=flags,
-        output_dir=output_dir,
-        configure=configure,
-    )
+    """accel-ngp with ``sampler`` and ``flags`` on ``data`` (any format ns-accel-bench reads, its parser
+    chosen as there), images downscaled by ``downscale``, set up for training."""
+    spec = MethodSpec(label="accel-ngp", name="accel-ngp", flags=(*flags, "--pipeline.model.sampler", sampler))
+    dataparser = resolve_dataparser(data, "auto")
+    config = build_config(spec, data, dataparser, downscale, device, seed=42, output_dir=output_dir, resolve=True)
     trainer = config.setup(local_rank=0, world_size=1)
-    trainer.setup(test_mode="val")
+    trainer.setup(test_mode="test")
     return trainer
 
 
@@ -223,35 +213,52 @@ def markdown(results: Dict[str, Dict[str, object]], command: str, device: str) -
     return "\n".join(lines) + "\n"
 
 
-def main(argv: Optional[Sequence[str]] = None) -> None:
+def step_arguments(
+    argv: Optional[Sequence[str]], script: str, description: str, steps: int, steps_help: str
+) -> Tuple[argparse.Namespace, List[str], str]:
+    """The options of a per-step benchmark (``script``), the ns-train flags after ``--``, and the command."""
     argv = list(sys.argv[1:] if argv is None else argv)
     flags = argv[argv.index("--") + 1 :] if "--" in argv else []
     own = argv[: argv.index("--")] if "--" in argv else argv
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--data", type=Path, default=Path("../shared/data/lego"))
     parser.add_argument("--downscale", type=float, default=4.0, help="image downscale (4: lego at 100x100)")
     parser.add_argument("--samplers", nargs="+", default=["occupancy", "proposal"])
     parser.add_argument("--device", default="cpu")
-    parser.add_argument("--warmup", type=int, default=300, help="steps trained before profiling")
-    parser.add_argument("--steps", type=int, default=16, help="steps profiled (16: one grid-update period)")
+    parser.add_argument("--warmup", type=int, default=300, help="steps trained before measuring")
+    parser.add_argument("--steps", type=int, default=steps, help=steps_help)
     parser.add_argument("--markdown", type=Path)
     parser.add_argument("--json", type=Path)
-    args = parser.parse_args(own)
-    command = "python benchmarks/step_ops.py " + " ".join(argv)
-    results = {}
-    with tempfile.TemporaryDirectory() as output_dir:
-        for sampler in args.samplers:
-            trainer = build_trainer(args.data, args.downscale, sampler, args.device, flags, Path(output_dir))
-            for step in range(args.warmup):
-                training_step(trainer, step)
-            results[sampler] = profile_steps(trainer, args.warmup, args.steps, args.device)
-            trainer.pipeline.datamanager.close()
-    report = markdown(results, command, args.device)
+    return parser.parse_args(own), flags, f"python benchmarks/{script} " + " ".join(argv)
+
+
+def warmed_up_trainer(args: argparse.Namespace, sampler: str, flags: Sequence[str], output_dir: Path):
+    """:func:`build_trainer` from the parsed options, trained ``args.warmup`` steps."""
+    trainer = build_trainer(args.data, args.downscale, sampler, args.device, flags, output_dir)
+    for step in range(args.warmup):
+        training_step(trainer, step)
+    return trainer
+
+
+def write_report(report: str, results: Dict[str, object], command: str, args: argparse.Namespace) -> None:
+    """Print the markdown ``report``, and write it and the results to ``--markdown`` / ``--json`` if given."""
     print(report)
     if args.markdown:
         args.markdown.write_text(report)
     if args.json:
         args.json.write_text(json.dumps({"command": command, "device": args.device, "results": results}, indent=1))
+
+
+def main(argv: Optional[Sequence[str]] = None) -> None:
+    description = __doc__.split("\n\n")[0]
+    args, flags, command = step_arguments(argv, "step_ops.py", description, 16, "steps profiled (one grid update)")
+    results = {}
+    with tempfile.TemporaryDirectory() as output_dir:
+        for sampler in args.samplers:
+            trainer = warmed_up_trainer(args, sampler, flags, Path(output_dir))
+            results[sampler] = profile_steps(trainer, args.warmup, args.steps, args.device)
+            trainer.pipeline.datamanager.close()
+    write_report(markdown(results, command, args.device), results, command, args)
 
 
 if __name__ == "__main__":

@@ -4,25 +4,24 @@
         [--device cpu] [--warmup 300] [--steps 48] [--markdown FILE] [--json FILE] [-- ns-train flags...]
 
 For each sampler and each mining setting, builds accel-ngp as ``ns-train`` does (defaults, plus the flags
-after ``--``), trains ``--warmup`` steps (past the occupancy grid's 256-step warm-up), then times ``--steps``
-steps under a :class:`~nerfstudio_accel.step_phases.PhaseClock`: every interval of a step is charged to the
-innermost phase the code marked (``ray batch``, ``grid update``, ``marching``, ``proposal rounds``,
-``culling density pass``, ``scoring forward``, ``render and output gradients``, ``importance and
-selection``, ``graph forward``, ``render and loss``, ``backward``, ``optimizer``; the rest is ``other``), so
-the phases add up to the step. On CUDA the clock waits for the device at each boundary, which serialises the
-step: compare shares, and take ms/step from ``ns-accel-bench``. Timings, so never a test assert.
+after ``--``) on ``--data`` in any format ``ns-accel-bench`` reads, trains ``--warmup`` steps (past the
+occupancy grid's 256-step warm-up), then times ``--steps`` steps under a
+:class:`~nerfstudio_accel.step_phases.PhaseClock`: every interval of a step is charged to the innermost phase
+the code marked (``ray batch``, ``grid update``, ``marching``, ``proposal rounds``, ``culling density pass``,
+``scoring forward``, ``render and output gradients``, ``importance and selection``, ``graph forward``,
+``render and loss``, ``backward``, ``optimizer``; the rest is ``other``), so the phases add up to the step. On
+CUDA the clock waits for the device at each boundary, which serialises the step: compare shares, and take
+ms/step from ``ns-accel-bench``. Timings, so never a test assert.
 """
 
 from __future__ import annotations
 
-import argparse
-import json
 import sys
 import tempfile
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence
 
-from step_ops import build_trainer
+from step_ops import step_arguments, warmed_up_trainer, write_report
 
 from nerfstudio_accel.engine.trainer import training_step
 from nerfstudio_accel.step_phases import PhaseClock
@@ -88,38 +87,20 @@ def markdown(results: Dict[str, Dict[str, object]], command: str, device: str) -
 
 
 def main(argv: Optional[Sequence[str]] = None) -> None:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    flags = argv[argv.index("--") + 1 :] if "--" in argv else []
-    own = argv[: argv.index("--")] if "--" in argv else argv
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--data", type=Path, default=Path("../shared/data/lego"))
-    parser.add_argument("--downscale", type=float, default=4.0, help="image downscale (4: lego at 100x100)")
-    parser.add_argument("--samplers", nargs="+", default=["occupancy", "proposal"])
-    parser.add_argument("--device", default="cpu")
-    parser.add_argument("--warmup", type=int, default=300, help="steps trained before timing")
-    parser.add_argument("--steps", type=int, default=48, help="steps timed (48: three grid-update periods)")
-    parser.add_argument("--markdown", type=Path)
-    parser.add_argument("--json", type=Path)
-    args = parser.parse_args(own)
-    command = "python benchmarks/step_profile.py " + " ".join(argv)
+    description = __doc__.split("\n\n")[0]
+    args, flags, command = step_arguments(argv, "step_profile.py", description, 48, "steps timed (three grid updates)")
     results = {}
     with tempfile.TemporaryDirectory() as output_dir:
         for sampler in args.samplers:
             for mining in (True, False):
-                run_flags = [*flags, f"--pipeline.hard-mining={mining}"]
-                trainer = build_trainer(args.data, args.downscale, sampler, args.device, run_flags, Path(output_dir))
-                for step in range(args.warmup):
-                    training_step(trainer, step)
+                trainer = warmed_up_trainer(
+                    args, sampler, [*flags, f"--pipeline.hard-mining={mining}"], Path(output_dir)
+                )
                 name = f"{sampler}, {'mining' if mining else 'no mining'}"
                 results[name] = profile(trainer, args.warmup, args.steps, args.device)
                 trainer.pipeline.datamanager.close()
                 print(f"{name}: {results[name]['ms_per_step']:.1f} ms/step", file=sys.stderr)
-    report = markdown(results, command, args.device)
-    print(report)
-    if args.markdown:
-        args.markdown.write_text(report)
-    if args.json:
-        args.json.write_text(json.dumps({"command": command, "device": args.device, "results": results}, indent=1))
+    write_report(markdown(results, command, args.device), results, command, args)
 
 
 if __name__ == "__main__":

@@ -15,7 +15,7 @@ MODEL_FLAGS = (
     "--pipeline.model.early-stop-eps",
     "--pipeline.model.scene-contraction {auto,on,off}",
     "--pipeline.target-num-samples",
-    "--pipeline.hard-mining {True,False}",
+    "--pipeline.hard-mining {auto,True,False}",
     "--pipeline.min-hard-fraction",
     "--precision {auto,fp32,fp16,bf16}",
     "--max-grad-norm",
@@ -46,7 +46,7 @@ def test_discover_methods_returns_accel_ngp_trainer_config() -> None:
     assert isinstance(config, TrainerConfig) and isinstance(config, AccelTrainerConfig)
     assert config.method_name == METHOD
     assert isinstance(config.pipeline, HardSampleMiningPipelineConfig)
-    assert config.pipeline._target is HardSampleMiningPipeline and config.pipeline.hard_mining
+    assert config.pipeline._target is HardSampleMiningPipeline and config.pipeline.hard_mining == "auto"
     assert isinstance(config.pipeline.model, AccelNGPModelConfig)
     assert config.pipeline.model._target is AccelNGPModel
     assert config.pipeline.model.sampler_backend == "auto"
@@ -55,7 +55,7 @@ def test_discover_methods_returns_accel_ngp_trainer_config() -> None:
     assert "nerfstudio-accel" in descriptions[METHOD]
 
 
-def test_discover_methods_returns_accel_nerfacto_mined_by_default() -> None:
+def test_discover_methods_returns_accel_nerfacto_behind_the_mining_pipeline() -> None:
     from nerfstudio.plugins.registry import discover_methods
 
     from nerfstudio_accel.engine.trainer import AccelTrainerConfig
@@ -65,7 +65,7 @@ def test_discover_methods_returns_accel_nerfacto_mined_by_default() -> None:
     methods, descriptions = discover_methods()
     config = methods["accel-nerfacto"]
     assert isinstance(config, AccelTrainerConfig)
-    assert config.pipeline._target is HardSampleMiningPipeline and config.pipeline.hard_mining
+    assert config.pipeline._target is HardSampleMiningPipeline and config.pipeline.hard_mining == "auto"
     assert config.pipeline.model._target is AccelNerfactoModel
     assert set(config.optimizers) == {"proposal_networks", "fields", "camera_opt"}
     assert "nerfstudio-accel" in descriptions["accel-nerfacto"]

@@ -211,6 +211,13 @@ class AccelNGPModelConfig(AccelModelConfig):
     def reads_alpha(self) -> bool:
         return True
 
+    def hard_mining_pays(self, device_type: str) -> bool:
+        """With the occupancy sampler mining reuses the culling pass: ahead at equal time in two pairs of three,
+        cheaper per step (lego, CPU). With the proposal sampler it was behind in every pair (fruit, CPU); the
+        proposal fields, which mining does not shrink, weigh on a step on any device, so it is off there
+        everywhere until a GPU run says otherwise."""
+        return self.sampler == "occupancy"
+
     def uses_tcnn(self) -> bool:
         return "tcnn" in (self.implementation, self.hash_backend)
 

@@ -72,6 +72,12 @@ class AccelModelConfig(ModelConfig):
         """Whether the model blends its own background into RGBA images (the data parser keeps alpha)."""
         return False
 
+    def hard_mining_pays(self, device_type: str) -> bool:
+        """Whether hard sample mining measured ahead of ordinary training at equal time for this resolved
+        config on ``device_type``: ``--pipeline.hard-mining auto`` follows it (docs/hard_mining.md). Each
+        model answers from its own measurements."""
+        raise NotImplementedError(f"{type(self).__name__} does not say whether hard mining pays")
+
     def uses_tcnn(self) -> bool:
         """Whether the model runs tiny-cuda-nn kernels, which compute in fp16 whatever the autocast."""
         return False

@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional, Tuple, Type
+from typing import Dict, List, Literal, Optional, Tuple, Type, Union
 
 import torch
 from jaxtyping import Float, Int
@@ -26,6 +26,7 @@ from nerfstudio.utils.rich_utils import CONSOLE
 from torch import Tensor
 
 from nerfstudio_accel import distributed
+from nerfstudio_accel.errors import ConfigError
 from nerfstudio_accel.pipelines.accel_pipeline import AccelPipeline, AccelPipelineConfig, HardSampleBatch
 from nerfstudio_accel.step_phases import phase
 
@@ -124,14 +125,26 @@ class HardSampleMiningPipelineConfig(AccelPipelineConfig):
     """Accel pipeline whose training step backpropagates through hard samples only."""
 
     _target: Type = field(default_factory=lambda: HardSampleMiningPipeline)
-    hard_mining: bool = True
-    """Mine hard samples (False: ordinary training, for ablations)."""
+    hard_mining: Union[Literal["auto"], bool] = "auto"
+    """Mine hard samples (False: ordinary training). auto: where mining measured ahead at equal time for the
+    model, sampler and device (docs/hard_mining.md has the table); written into config.yml as True or False."""
     min_hard_fraction: float = 0.0
     """Floor on b/B. The paper has none (0); 1.0 trains on every sample with non-zero gradient."""
     print_every: int = 500
     """Print B, b, b/B, tau_hat and pass times to the terminal every this many steps (0: never).
     They are logged to tensorboard / wandb as Train Metrics Dict/hard_mining_* at the trainer's logging
     steps; pass times are measured on those steps only (on CUDA a timer waits for the device)."""
+
+    def resolve(self, device_type: str, eval_split: str = "val") -> None:
+        """The accel pipeline's resolution, then ``hard_mining=auto`` from the resolved model's
+        :meth:`~nerfstudio_accel.models.base.AccelModelConfig.hard_mining_pays`."""
+        super().resolve(device_type, eval_split)
+        if self.hard_mining == "auto":
+            self.hard_mining = self.model.hard_mining_pays(device_type)
+            CONSOLE.print(
+                f"Hard sample mining {'on' if self.hard_mining else 'off'}: auto for this model and sampler on "
+                f"{device_type} (docs/hard_mining.md; --pipeline.hard-mining True or False to choose)"
+            )
 
 
 class HardSampleMiningPipeline(AccelPipeline):
@@ -141,6 +154,8 @@ class HardSampleMiningPipeline(AccelPipeline):
 
     def __init__(self, config: HardSampleMiningPipelineConfig, device: str, *args, **kwargs):
         super().__init__(config, device, *args, **kwargs)
+        if config.hard_mining == "auto":
+            raise ConfigError("--pipeline.hard-mining auto was never resolved; build the config with ns-train")
         num_images = max(len(self.datamanager.train_dataset), 1) if self.datamanager.train_dataset is not None else 1
         self.batch_sizer = HardBatchSizer(alpha=1.0 / num_images, min_fraction=config.min_hard_fraction)
         self.last_mining_stats: Dict[str, float] = {}

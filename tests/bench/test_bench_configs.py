@@ -192,7 +192,7 @@ def test_config_is_ns_trains_with_the_entry_flags_and_bench_settings(tiny_scene:
         build_config(
             MethodSpec.parse("accel-ngp"), tiny_scene, "blender-data", 1.0, "cpu", 7, tmp_path
         ).pipeline.hard_mining
-        is True
+        == "auto"
     )
 
 

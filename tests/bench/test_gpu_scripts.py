@@ -1,5 +1,5 @@
 """The GPU scripts parse and refuse bad use here; benchmarks/step_ops.py counts a step's operators and syncs
-on CPU (counts only: never timings)."""
+on CPU and benchmarks/step_profile.py reports a step's phases (shapes of the report only: never timings)."""
 
 from __future__ import annotations
 
@@ -42,18 +42,34 @@ def test_gpu_scripts_refuse_an_unknown_part(script, tmp_path):
     assert not any(tmp_path.iterdir())  # refused before installing anything
 
 
-def test_step_ops_counts_operators_and_syncs_of_a_training_step(tiny_scene, tmp_path):
-    out = tmp_path / "ops.json"
+def run_step_benchmark(script: str, scene, tmp_path):
+    """``benchmarks/<script>`` for 2 steps after 2 on ``scene``, occupancy sampler: its JSON results and markdown."""
+    out = tmp_path / "results.json"
     done = subprocess.run(
-        [sys.executable, "benchmarks/step_ops.py", "--data", str(tiny_scene), "--downscale", "1", "--samplers",
-         "occupancy", "--warmup", "2", "--steps", "2", "--json", str(out), "--markdown", str(tmp_path / "ops.md")],
+        [sys.executable, f"benchmarks/{script}", "--data", str(scene), "--downscale", "1", "--samplers",
+         "occupancy", "--warmup", "2", "--steps", "2", "--json", str(out), "--markdown", str(tmp_path / "report.md")],
         cwd=REPO, capture_output=True, text=True, timeout=600,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
-    result = json.loads(out.read_text())["results"]["occupancy"]
+    return json.loads(out.read_text())["results"], (tmp_path / "report.md").read_text()
+
+
+def test_step_ops_counts_operators_and_syncs_of_a_training_step(tiny_scene, tmp_path):
+    results, report = run_step_benchmark("step_ops.py", tiny_scene, tmp_path)
+    result = results["occupancy"]
     assert result["aten_ops_nested"] >= result["aten_ops"] > 0
     sites = {site["where"].split("(")[0]: site for site in result["sync_sites"]}
     # the step guard reads one flag per step; the numba marcher's sync is a CPU-only one
     assert sites["nerfstudio_accel/engine/trainer.py"]["kind"].startswith("scalar read")
     assert result["syncs"] > result["syncs_on_cuda"] >= 1
-    assert "| occupancy |" in (tmp_path / "ops.md").read_text()
+    assert "| occupancy |" in report
+
+
+def test_step_profile_reports_every_phase_of_both_settings(tiny_scene, tmp_path):
+    results, report = run_step_benchmark("step_profile.py", tiny_scene, tmp_path)
+    mined, ordinary = results["occupancy, mining"], results["occupancy, no mining"]
+    for result in (mined, ordinary):
+        assert result["ms_per_step"] == pytest.approx(sum(result["phases_ms"].values()))
+    assert {"scoring forward", "importance and selection"} <= set(mined["phases_ms"]) and mined["hard_fraction"] > 0
+    assert "scoring forward" not in ordinary["phases_ms"] and ordinary["hard_fraction"] is None
+    assert "| culling density pass |" in report and "Mined step / ordinary step: occupancy:" in report

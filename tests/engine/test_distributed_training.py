@@ -190,6 +190,7 @@ def test_accel_nerfacto_ranks_stay_bit_identical(tiny_scene, tmp_path):
     parameter and tau-hat are bit-identical on both ranks."""
     config = recording(accel_nerfacto.config, tmp_path)
     config.max_num_iterations = 4
+    config.pipeline.hard_mining = True  # off by default for accel-nerfacto
     config.pipeline.datamanager.dataparser = BlenderDataParserConfig(data=tiny_scene)
     rank0, rank1 = train_two_ranks(config)
     for name, value in rank0["final_state"].items():

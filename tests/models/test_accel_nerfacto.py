@@ -17,14 +17,24 @@ from nerfstudio_accel.pipelines.hard_mining import HardSampleMiningPipelineConfi
 
 
 def make_trainer(scene, output_dir, **pipeline_overrides):
-    """accel-nerfacto as ns-train builds it, on CPU with torch encodings, on a Blender-format scene."""
-    assert (
-        isinstance(accel_nerfacto.config.pipeline, HardSampleMiningPipelineConfig)
-        and accel_nerfacto.config.pipeline.hard_mining
-    )
+    """accel-nerfacto as ns-train builds it, mining (unless overridden), on CPU with torch encodings, on a
+    Blender-format scene."""
+    assert isinstance(accel_nerfacto.config.pipeline, HardSampleMiningPipelineConfig)
     return accel_test_helpers.make_trainer(
-        scene, output_dir, method=accel_nerfacto.config, pipeline=pipeline_overrides, model={"implementation": "torch"}
+        scene,
+        output_dir,
+        method=accel_nerfacto.config,
+        pipeline={"hard_mining": True, **pipeline_overrides},
+        model={"implementation": "torch"},
     )
+
+
+def test_mining_is_on_by_default_and_off_when_asked(tiny_scene, tmp_path):
+    """auto resolves to hard mining for accel-nerfacto (measured ahead: docs/hard_mining.md)."""
+    assert accel_nerfacto.config.pipeline.hard_mining == "auto"
+    default = make_trainer(tiny_scene, tmp_path / "default", hard_mining="auto")
+    assert default.config.pipeline.hard_mining is True and default.pipeline.mines_hard_samples()
+    assert not make_trainer(tiny_scene, tmp_path / "ordinary", hard_mining=False).pipeline.mines_hard_samples()
 
 
 def test_seams_reproduce_nerfactos_field(tiny_scene, tmp_path):

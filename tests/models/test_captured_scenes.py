@@ -36,10 +36,16 @@ def unbounded_scene(tmp_path_factory) -> Path:
     return generate_unbounded_scene(tmp_path_factory.mktemp("unbounded"), spec)
 
 
-def make_trainer(scene: Path, output_dir: Path, setup: bool = True, **model_overrides):
+def make_trainer(scene: Path, output_dir: Path, setup: bool = True, pipeline=None, **model_overrides):
     """accel-ngp's trainer on CPU on a nerfstudio-data scene, as ns-train builds it."""
     return accel_test_helpers.make_trainer(
-        scene, output_dir, setup=setup, dataparser=NerfstudioDataParserConfig(), test_mode="test", model=model_overrides
+        scene,
+        output_dir,
+        setup=setup,
+        dataparser=NerfstudioDataParserConfig(),
+        test_mode="test",
+        pipeline=pipeline,
+        model=model_overrides,
     )
 
 
@@ -135,7 +141,7 @@ def test_camera_optimizer_flag_refines_poses_under_hard_mining(unbounded_scene, 
 
     plain = make_trainer(unbounded_scene, tmp_path / "plain", camera_optimizer=CameraOptimizerConfig(mode="off"))
     assert "camera_opt" not in plain.pipeline.get_param_groups()
-    trainer = make_trainer(unbounded_scene, tmp_path / "refined")
+    trainer = make_trainer(unbounded_scene, tmp_path / "refined", pipeline={"hard_mining": True})
     assert trainer.config.pipeline.model.camera_optimizer.mode == "SO3xR3"
     assert "camera_opt" in trainer.pipeline.get_param_groups()
     adjustment = trainer.pipeline.model.camera_optimizer.pose_adjustment
@@ -143,7 +149,7 @@ def test_camera_optimizer_flag_refines_poses_under_hard_mining(unbounded_scene, 
     for step in range(3):
         trainer.pipeline.train()
         _, _, metrics = trainer.train_iteration(step)
-    assert "camera_opt_translation_max" in metrics
+    assert "camera_opt_translation_max" in metrics and "hard_mining_b" in metrics
     assert not torch.equal(adjustment.detach(), before)
 
 

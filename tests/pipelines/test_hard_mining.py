@@ -168,11 +168,10 @@ def mining_scene(tmp_path_factory):
 
 def mining_trainer(scene, output_dir, min_hard_fraction, sampler="occupancy"):
     """accel-ngp behind the hard-mining pipeline, white background (deterministic targets), CPU."""
-    assert (
-        isinstance(accel_ngp.config.pipeline, HardSampleMiningPipelineConfig) and accel_ngp.config.pipeline.hard_mining
-    ), "accel-ngp mines by default"
+    assert isinstance(accel_ngp.config.pipeline, HardSampleMiningPipelineConfig)
 
     def override(config) -> None:
+        config.pipeline.hard_mining = True
         config.pipeline.min_hard_fraction = min_hard_fraction
         config.pipeline.model.background = "white"
         config.pipeline.model.sampler = sampler
@@ -449,3 +448,43 @@ def test_hard_mining_learns_as_much_per_step_as_ordinary_training(learning_scene
     assert min(mined_psnr, ordinary_psnr) > LEARNT_PSNR_DB
     assert mined_fraction < 0.8
     assert mined_psnr >= ordinary_psnr - MINED_PSNR_SLACK_DB
+
+
+@pytest.mark.parametrize("sampler, mines", [("occupancy", True), ("proposal", False)])
+def test_auto_mining_is_the_measured_default_for_the_sampler_and_config_yml_holds_it(
+    tiny_scene, tmp_path, sampler, mines
+):
+    """--pipeline.hard-mining auto resolves from the model and its sampler (on with the occupancy grid, off
+    with the proposal fields: docs/hard_mining.md) into a plain True/False in config.yml; an explicit
+    choice is kept."""
+    assert accel_ngp.config.pipeline.hard_mining == "auto"
+
+    def with_sampler(config) -> None:
+        config.pipeline.model.sampler = sampler
+        config.set_timestamp()
+
+    config = build_trainer_config(
+        "accel-ngp", tiny_scene, "cpu", BlenderDataParserConfig(), output_dir=tmp_path, configure=with_sampler
+    )
+    assert config.pipeline.hard_mining is mines
+    config.save_config()
+    assert f"hard_mining: {str(mines).lower()}" in (config.get_base_dir() / "config.yml").read_text()
+    explicit = build_trainer_config(
+        "accel-ngp",
+        tiny_scene,
+        "cpu",
+        BlenderDataParserConfig(),
+        flags=["--pipeline.hard-mining", str(not mines)],
+        output_dir=tmp_path,
+        configure=with_sampler,
+    )
+    assert explicit.pipeline.hard_mining is (not mines)
+
+
+def test_an_unresolved_auto_mining_choice_is_refused_in_one_line(tiny_scene, tmp_path):
+    config = build_trainer_config("accel-ngp", tiny_scene, "cpu", BlenderDataParserConfig(), output_dir=tmp_path)
+    config.pipeline.hard_mining = "auto"  # as a config edited by hand after resolution would hold it
+    trainer = config.setup(local_rank=0, world_size=1)
+    with pytest.raises(SystemExit) as exit_info:
+        trainer.setup()
+    assert "--pipeline.hard-mining auto was never resolved" in str(exit_info.value)

@@ -217,10 +217,17 @@ def test_no_hard_sample_toggle_without_hard_mining(tiny_scene, tmp_path, viser_s
 
 
 def test_both_overlays_draw_for_accel_nerfacto(tiny_scene, tmp_path, viser_server, monkeypatch):
-    """accel-nerfacto's samples give the overlays the same flat positions and ray indices as accel-ngp's."""
+    """accel-nerfacto's samples (mined when asked) give the overlays the same flat positions and ray indices as
+    accel-ngp's."""
     from nerfstudio_accel.methods import accel_nerfacto
 
-    trainer = make_trainer(tiny_scene, tmp_path, method=accel_nerfacto.config, model={"implementation": "torch"})
+    trainer = make_trainer(
+        tiny_scene,
+        tmp_path,
+        method=accel_nerfacto.config,
+        pipeline={"hard_mining": True},
+        model={"implementation": "torch"},
+    )
     panel = AccelPanel(viser_server, trainer.pipeline, TrainingStats(max_steps=10), max_points=50)
     attach(trainer, panel)
     origin, direction = torch.tensor([0.0, -3.0, 0.5]), torch.tensor([0.0, 1.0, 0.0])
