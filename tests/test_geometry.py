@@ -33,9 +33,9 @@ def field_inputs(model, samples, autocast: bool):
     seen = {}
     field_raw = model.field.field_raw
 
-    def recording(positions, directions, *args):
+    def recording(positions, directions, *args, **kwargs):
         seen.update(positions=positions.detach().clone(), directions=directions.detach().clone())
-        return field_raw(positions, directions, *args)
+        return field_raw(positions, directions, *args, **kwargs)
 
     model.field.field_raw = recording
     try:

@@ -74,6 +74,26 @@ class FusedHashEncoding(torch.autograd.Function):
         return grad_points, grad_rows.view(-1), None, None, None
 
 
+class FusedHashEncodingOfKnownValues(FusedHashEncoding):
+    """:class:`FusedHashEncoding` whose forward values ``(n, L*F)`` were computed already (a no-grad pass over
+    the same points and table this step): returns them and attaches the kernels' backward, which reads only
+    the points and the table."""
+
+    @staticmethod
+    def forward(  # type: ignore[override]
+        ctx: Any,
+        points: Float[Tensor, "n 3"],
+        table: Float[Tensor, " params"],
+        levels: LevelTensors,
+        features: int,
+        values: Float[Tensor, "n out"],
+    ) -> Float[Tensor, "n out"]:
+        ctx.save_for_backward(points, table)
+        ctx.levels = levels
+        ctx.features = features
+        return values.clone()
+
+
 class MultiresHashEncoding(nn.Module):
     """Points in ``[0, 1]^3`` ``(n, 3)`` -> ``(n, levels * features_per_level)`` features (level-major), float32
     (the ``kernel`` backend under CUDA autocast: autocast's half type, summed in float32).
@@ -139,8 +159,29 @@ class MultiresHashEncoding(nn.Module):
             )
         super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
 
+    @property
+    def reuses_values(self) -> bool:
+        """Whether :meth:`with_values` skips the forward (the ``kernel`` backend); the others compute again."""
+        return self.backend == "kernel"
+
+    def with_values(self, points: Float[Tensor, "n 3"], values: Float[Tensor, "n out"]) -> Float[Tensor, "n out"]:
+        """The encoding of ``points`` whose forward ``values`` a no-grad call on the same points and table
+        returned: ``values`` with the backward attached, where :attr:`reuses_values`; else ``self(points)``."""
+        if not self.reuses_values:
+            return self(points)
+        table = self.table.float()
+        levels = self.level_tensors(points.device)
+        return FusedHashEncodingOfKnownValues.apply(
+            self._unit_cube_points(points), table, levels, self.layout.features_per_level, values
+        )
+
+    @staticmethod
+    def _unit_cube_points(points: Float[Tensor, "n 3"]) -> Float[Tensor, "n 3"]:
+        """What every backend encodes: fp32, NaN read as 0, clamped onto the unit cube."""
+        return torch.nan_to_num(points.float(), nan=0.0).clamp(0.0, 1.0).contiguous()
+
     def forward(self, points: Float[Tensor, "n 3"]) -> Float[Tensor, "n out"]:
-        points = torch.nan_to_num(points.float(), nan=0.0).clamp(0.0, 1.0).contiguous()
+        points = self._unit_cube_points(points)
         if self.backend == "torch":
             return encode_torch(points, self.table, self.layout)
         if self.backend == "tcnn":

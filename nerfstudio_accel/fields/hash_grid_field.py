@@ -111,12 +111,29 @@ class HashGridField(nn.Module):
         """World positions to hash-grid coordinates in ``[0, 1]^3`` (see :func:`grid_coordinates`)."""
         return grid_coordinates(positions, self.aabb, self.contract)
 
-    def density_head(self, positions: Float[Tensor, "n 3"]) -> Float[Tensor, "n 16"]:
+    @property
+    def reuses_encodings(self) -> bool:
+        """Whether ``encodings`` handed to :meth:`density_head` save the hash encoding's forward."""
+        return self.position_encoding.reuses_values
+
+    def encode(self, positions: Float[Tensor, "n 3"]) -> Float[Tensor, "n enc"]:
+        """The hash encoding of world ``positions`` (the density MLP's input)."""
+        return self.position_encoding(self.unit_positions(positions))
+
+    def density_head(
+        self, positions: Float[Tensor, "n 3"], encodings: Optional[Float[Tensor, "n enc"]] = None
+    ) -> Float[Tensor, "n 16"]:
         """Pre-activation density (column 0) and geometry features (the rest, ``geo_feat_dim`` wide).
+        ``encodings``: :meth:`encode` of the same positions from a no-grad pass this step, used as the
+        encoding's forward values (its backward still runs, see :attr:`reuses_encodings`).
         No sample, no kernel call (tiny-cuda-nn fails on empty input)."""
         if positions.shape[0] == 0:
             return positions.new_zeros(0, 1 + self.geo_feat_dim)
-        return self.density_mlp(self.position_encoding(self.unit_positions(positions)))
+        if encodings is None:
+            encodings = self.encode(positions)
+        elif torch.is_grad_enabled():
+            encodings = self.position_encoding.with_values(self.unit_positions(positions), encodings)
+        return self.density_mlp(encodings)
 
     def color_raw(
         self,
@@ -148,10 +165,12 @@ class HashGridField(nn.Module):
         positions: Float[Tensor, "n 3"],
         directions: Float[Tensor, "n 3"],
         camera_indices: Optional[Int[Tensor, " n"]] = None,
+        encodings: Optional[Float[Tensor, "n enc"]] = None,
     ) -> Tuple[Float[Tensor, "n 1"], Float[Tensor, "n 3"]]:
         """Pre-activation density ``sigma'`` and colour ``c'`` at points seen from unit ``directions``
-        (``camera_indices``: the training image of each sample, for appearance embeddings)."""
-        head = self.density_head(positions)
+        (``camera_indices``: the training image of each sample, for appearance embeddings; ``encodings``:
+        as in :meth:`density_head`)."""
+        head = self.density_head(positions, encodings)
         return head[:, :1], self.color_raw(head[:, 1:], directions, camera_indices)
 
     @staticmethod

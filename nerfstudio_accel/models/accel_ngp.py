@@ -22,6 +22,7 @@ from torch.nn import Parameter
 
 from nerfstudio_accel.data.scene_checks import SceneFacts
 from nerfstudio_accel.errors import ConfigError
+from nerfstudio_accel.fields.density_pass_record import DensityPassRecord
 from nerfstudio_accel.fields.hash_grid_field import FieldImplementation, HashGridField
 from nerfstudio_accel.fields.proposal_field import ProposalDensityField
 from nerfstudio_accel.geometry import pose_corrected_rays
@@ -339,17 +340,22 @@ class AccelNGPModel(AccelModel):
 
     def sample(self, ray_bundle: RayBundle) -> PackedSamples:
         """The sampler's packed samples of the pose-corrected rays (the occupancy grid's without a graph, the
-        proposal fields' with theirs when grad is on), holding the uncorrected rays for :meth:`field_raw`."""
-        return self._sample(ray_bundle, self.field.density)[0]
+        proposal fields' with theirs when grad is on), holding the uncorrected rays for :meth:`field_raw` and
+        the culling pass's encodings of the survivors."""
+        return self._sample(ray_bundle, DensityPassRecord(self.field, keep_heads=False))[0]
 
-    def _sample(self, ray_bundle: RayBundle, density_fn) -> Tuple[PackedSamples, Float[Tensor, "n_rays 3"]]:
-        """The samples (holding the uncorrected rays) and the pose-corrected directions they were marched along."""
+    def _sample(
+        self, ray_bundle: RayBundle, record: DensityPassRecord
+    ) -> Tuple[PackedSamples, Float[Tensor, "n_rays 3"]]:
+        """The samples (holding the uncorrected rays and, after a culling pass, the survivors' encodings) and
+        the pose-corrected directions they were marched along."""
         origins, directions, cameras, nears, fars = self._rays(ray_bundle)
         with torch.no_grad():
             marched_origins, marched_directions = self._pose_corrected(origins, directions, cameras)
-        samples = self.sampler.sample(marched_origins, marched_directions, nears, fars, density_fn, self._stratified)
+        samples = self.sampler.sample(marched_origins, marched_directions, nears, fars, record, self._stratified)
+        encodings = None if samples.density_index is None else record.encodings(samples.density_index)
         return dataclasses.replace(
-            samples, origins=origins, directions=directions, camera_indices=cameras
+            samples, origins=origins, directions=directions, camera_indices=cameras, encodings=encodings
         ), marched_directions
 
     def sample_and_forward(
@@ -358,17 +364,12 @@ class AccelNGPModel(AccelModel):
         """:meth:`sample` and :meth:`field_raw` of its samples, the field without a graph (a learning sampler
         keeps its own). When the sampler culled by density, the density heads it computed are kept for the
         survivors, so only the colour MLP is added."""
-        heads: List[Tensor] = []
-
-        def density_keeping_heads(points: Float[Tensor, "n 3"]) -> Float[Tensor, "n 1"]:
-            heads.append(self.field.density_head(points))
-            return self.field.activate_density(heads[-1][:, :1])
-
-        samples, marched_directions = self._sample(ray_bundle, density_keeping_heads)
+        record = DensityPassRecord(self.field, keep_heads=True)
+        samples, marched_directions = self._sample(ray_bundle, record)
         with torch.no_grad(), phase("scoring forward"):
             if samples.density_index is None:
                 return (samples, *self.field_raw(samples))
-            kept = torch.cat(heads)[samples.density_index]
+            kept = record.heads(samples.density_index)
             directions = marched_directions[samples.ray_indices]
             color = self.field.color_raw(kept[:, 1:], directions, samples.sample_camera_indices)
             return samples, kept[:, :1], color
@@ -410,7 +411,7 @@ class AccelNGPModel(AccelModel):
         origins, directions = self._pose_corrected(samples.origins, samples.directions, samples.camera_indices)
         rays = samples.ray_indices
         positions = origins[rays] + directions[rays] * samples.t_mids[:, None]
-        return self.field.field_raw(positions, directions[rays], samples.sample_camera_indices)
+        return self.field.field_raw(positions, directions[rays], samples.sample_camera_indices, samples.encodings)
 
     def render(
         self, samples: PackedSamples, raw_density: Float[Tensor, "n 1"], raw_color: Float[Tensor, "n 3"]
@@ -437,9 +438,12 @@ class AccelNGPModel(AccelModel):
     # --- nerfstudio Model API --------------------------------------------------------------------
 
     def get_outputs(self, ray_bundle: RayBundle) -> Dict[str, Tensor]:
-        samples = self.sample(ray_bundle)
-        with phase("graph forward"):
-            raw_density, raw_color = self.field_raw(samples)
+        if not torch.is_grad_enabled():  # evaluation and the viewer: the culling pass's density heads serve
+            samples, raw_density, raw_color = self.sample_and_forward(ray_bundle)
+        else:
+            samples = self.sample(ray_bundle)
+            with phase("graph forward"):
+                raw_density, raw_color = self.field_raw(samples)
         with phase("render and loss"):
             outputs = self.render(samples, raw_density, raw_color)
         outputs.pop("weights")

@@ -21,7 +21,9 @@ class PackedSamples:
     ``camera_indices``: ``(n_rays,)`` training image of each ray (appearance embeddings), or None;
     ``proposal``: the proposal rounds these samples were drawn through (proposal sampler, full sets only);
     ``density_index``: ``(n_samples,)`` row of each sample among the points the sampler's ``density_fn``
-    was called on, in call order (a sampler that evaluated every candidate once), else None.
+    was called on, in call order (a sampler that evaluated every candidate once), else None;
+    ``encodings``: ``(n_samples, k)`` the field's no-grad encoding of each sample's position from that
+    density pass, which the field reuses as its forward values this step, else None.
     """
 
     ray_indices: Int[Tensor, " n_samples"]
@@ -32,6 +34,7 @@ class PackedSamples:
     camera_indices: Optional[Int[Tensor, " n_rays"]] = None
     proposal: Optional["ProposalRounds"] = None
     density_index: Optional[Int[Tensor, " n_samples"]] = None
+    encodings: Optional[Float[Tensor, "n_samples k"]] = None
 
     @property
     def n_rays(self) -> int:
@@ -62,8 +65,8 @@ class PackedSamples:
         return torch.bincount(self.ray_indices, minlength=self.n_rays)
 
     def subset(self, index: Int[Tensor, " m"]) -> "PackedSamples":
-        """The samples at ``index`` (kept sorted if ``index`` is sorted), same rays; proposal rounds and
-        density rows not carried."""
+        """The samples at ``index`` (kept sorted if ``index`` is sorted) with their encodings, same rays;
+        proposal rounds and density rows not carried."""
         return PackedSamples(
             self.ray_indices[index],
             self.t_starts[index],
@@ -71,4 +74,5 @@ class PackedSamples:
             self.origins,
             self.directions,
             self.camera_indices,
+            encodings=None if self.encodings is None else self.encodings[index],
         )

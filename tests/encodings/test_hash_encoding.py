@@ -8,7 +8,7 @@ import torch
 
 from nerfstudio_accel.encodings.hash_encoding import MultiresHashEncoding
 from nerfstudio_accel.errors import CheckpointError
-from nerfstudio_accel.kernels import backends
+from nerfstudio_accel.kernels import backends, hash_encoding_numba
 from nerfstudio_accel.kernels.hash_layout import HashGridLayout
 
 LAYOUTS = {
@@ -105,6 +105,45 @@ def test_fused_cpu_kernel_matches_reference(name):
     assert_close_relative(table_grad, ref_table)
     assert_close_relative(point_grad, ref_points)
     assert ref_table.abs().sum() > 0 and ref_points.abs().sum() > 0  # the comparison is not of zeros
+
+
+@pytest.mark.parametrize("backend", ["torch", "kernel"])
+def test_known_values_give_the_same_forward_and_gradients_as_encoding_again(backend):
+    """with_values (the graph forward reusing a no-grad pass's encodings): same values, table gradient and
+    point gradient as a second forward; the kernel backend does not run its forward kernel again."""
+    layout = layout_of("ngp-16-levels")
+    encoding = MultiresHashEncoding(layout, backend)
+    with torch.no_grad():
+        encoding.table.uniform_(-1.0, 1.0)
+    points = probe_points(500, seed=3)
+    upstream = torch.randn(points.shape[0], layout.out_dim, generator=torch.Generator().manual_seed(4))
+    with torch.no_grad():
+        known = encoding(points)
+    results = []
+    for reuse in (False, True):
+        encoding.table.grad = None
+        inputs = points.clone().requires_grad_(True)
+        values = encoding.with_values(inputs, known) if reuse else encoding(inputs)
+        (values * upstream).sum().backward()
+        results.append((values.detach(), encoding.table.grad.clone(), inputs.grad))
+    for reused, again in zip(results[1], results[0]):
+        assert_close_relative(reused, again)
+    assert results[1][1].abs().sum() > 0 and results[1][2].abs().sum() > 0
+    assert encoding.reuses_values == (backend == "kernel")
+
+
+def test_known_values_skip_the_fused_forward_kernel(monkeypatch):
+    """The kernel backend's with_values runs the backward kernel only: no second forward."""
+    encoding = MultiresHashEncoding(layout_of("ngp-16-levels"), "kernel")
+    points = probe_points(200, seed=5)
+    calls = []
+    forward = hash_encoding_numba.encode_forward
+    monkeypatch.setattr(hash_encoding_numba, "encode_forward", lambda *args: calls.append(1) or forward(*args))
+    with torch.no_grad():
+        known = encoding(points)
+    assert len(calls) == 1
+    encoding.with_values(points.clone().requires_grad_(True), known).sum().backward()
+    assert len(calls) == 1 and encoding.table.grad.abs().sum() > 0
 
 
 def test_points_outside_the_cube_encode_as_clamped_and_get_no_gradient():

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -14,6 +15,7 @@ from nerfstudio_accel import metrics as accel_metrics
 from nerfstudio_accel.bench.budget import train_for_budget
 from nerfstudio_accel.data.scene_checks import SceneFacts
 from nerfstudio_accel.methods import accel_ngp
+from nerfstudio_accel.models.accel_ngp import AutoCameraOptimizerConfig
 from nerfstudio_accel.pipelines.accel_pipeline import AccelPipelineConfig
 from nerfstudio_accel.scenes.object_scene import SceneSpec, generate_scene
 
@@ -169,7 +171,9 @@ def test_scoring_forward_reuses_culling_and_matches_the_seams(tiny_scene, tmp_pa
         raw_density, raw_color = model.field_raw(expected)
     head_calls = []
     original_head = model.field.density_head
-    model.field.density_head = lambda positions: head_calls.append(positions.shape[0]) or original_head(positions)
+    model.field.density_head = lambda positions, *args: (
+        head_calls.append(positions.shape[0]) or original_head(positions, *args)
+    )
     torch.manual_seed(1)
     samples, scored_density, scored_color = model.sample_and_forward(ray_bundle)
     assert 0 < samples.n_samples < marched, "culling should drop some marched samples here"
@@ -177,6 +181,44 @@ def test_scoring_forward_reuses_culling_and_matches_the_seams(tiny_scene, tmp_pa
     assert torch.allclose(scored_density, raw_density, atol=1e-5) and torch.allclose(scored_color, raw_color, atol=1e-5)
     assert not scored_density.requires_grad and not scored_color.requires_grad
     assert sum(head_calls) == marched, "one density-head pass over the marched candidates, none over survivors"
+
+
+def test_graph_forward_reuses_the_culling_encodings_with_the_same_gradients(tiny_scene, tmp_path):
+    """The samples carry the culling pass's encodings of their positions; the graph forward over them gives
+    the same outputs and parameter gradients as encoding the positions again, with the camera optimizer
+    learning poses (its gradient flows through the positions)."""
+    torch.manual_seed(0)
+    trainer = make_trainer(tiny_scene, tmp_path, camera_optimizer=AutoCameraOptimizerConfig(mode="SO3xR3"))
+    model = trainer.pipeline.model
+    assert model.field.reuses_encodings, "the tiny scene should train on the fused kernels"
+    with torch.no_grad():
+        model.field.density_mlp.layers[-1].bias[0] += 4.0
+        model.camera_optimizer.pose_adjustment.normal_(0.0, 0.05)
+    model.sampler.update(0, model.field.density)
+    model.sampler.warmed_up.fill_(True)
+    ray_bundle, _ = trainer.pipeline.datamanager.next_train(0)
+    samples = model.sample(ray_bundle)
+    assert samples.n_samples > 0 and samples.encodings is not None
+    with torch.no_grad():
+        origins, directions = model._pose_corrected(samples.origins, samples.directions, samples.camera_indices)
+        rays = samples.ray_indices
+        encoded_again = model.field.encode(origins[rays] + directions[rays] * samples.t_mids[:, None])
+    upstream = torch.randn(samples.n_samples, 4, generator=torch.Generator().manual_seed(1))
+    results = []
+    for encodings in (samples.encodings, None):
+        model.zero_grad()
+        raw_density, raw_color = model.field_raw(dataclasses.replace(samples, encodings=encodings))
+        (torch.cat([raw_density, raw_color], dim=-1) * upstream).sum().backward()
+        grads = {name: p.grad.clone() for name, p in model.named_parameters() if p.grad is not None}
+        results.append((raw_density.detach(), raw_color.detach(), grads))
+    (reused_density, reused_color, reused), (density, color, again) = results
+    torch.testing.assert_close(reused_density, density)
+    torch.testing.assert_close(reused_color, color)
+    assert reused.keys() == again.keys() and "field.position_encoding.table" in reused
+    assert any("camera_optimizer" in name and reused[name].abs().sum() > 0 for name in reused)
+    for name in reused:
+        torch.testing.assert_close(reused[name], again[name], rtol=1e-4, atol=1e-6, msg=name)
+    torch.testing.assert_close(samples.encodings, encoded_again, rtol=1e-5, atol=1e-6)
 
 
 class RefusesEmptyInput(torch.nn.Module):
