@@ -36,7 +36,7 @@ import threading
 import traceback
 import warnings
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import torch
 from torch.profiler import ProfilerActivity, profile
@@ -214,9 +214,15 @@ def markdown(results: Dict[str, Dict[str, object]], command: str, device: str) -
 
 
 def step_arguments(
-    argv: Optional[Sequence[str]], script: str, description: str, steps: int, steps_help: str
+    argv: Optional[Sequence[str]],
+    script: str,
+    description: str,
+    steps: int,
+    steps_help: str,
+    more_options: Optional[Callable[[argparse.ArgumentParser], None]] = None,
 ) -> Tuple[argparse.Namespace, List[str], str]:
-    """The options of a per-step benchmark (``script``), the ns-train flags after ``--``, and the command."""
+    """The options of a per-step benchmark (``script``; ``more_options`` adds its own), the ns-train flags
+    after ``--``, and the command."""
     argv = list(sys.argv[1:] if argv is None else argv)
     flags = argv[argv.index("--") + 1 :] if "--" in argv else []
     own = argv[: argv.index("--")] if "--" in argv else argv
@@ -229,6 +235,8 @@ def step_arguments(
     parser.add_argument("--steps", type=int, default=steps, help=steps_help)
     parser.add_argument("--markdown", type=Path)
     parser.add_argument("--json", type=Path)
+    if more_options is not None:
+        more_options(parser)
     return parser.parse_args(own), flags, f"python benchmarks/{script} " + " ".join(argv)
 
 

@@ -37,6 +37,15 @@ def training_autocast(trainer) -> contextlib.AbstractContextManager:
     return torch.autocast(device_type="cpu" if device_type == "mps" else device_type, enabled=trainer.mixed_precision)
 
 
+def batch_graph_bytes(trainer, ray_bundle, batch) -> int:
+    """Bytes of the graph an accel pipeline's training loss of this given batch saves, under the trainer's
+    autocast (:meth:`~nerfstudio_accel.pipelines.accel_pipeline.AccelPipeline.batch_loss`)."""
+    pipeline = trainer.pipeline
+    pipeline.train()
+    with training_autocast(trainer):
+        return saved_tensor_bytes(lambda: pipeline.batch_loss(ray_bundle, batch))
+
+
 def training_graph_bytes(trainer, step: int) -> int:
     """Bytes of the graph one training step of ``trainer``'s pipeline saves, under the trainer's autocast."""
     pipeline = trainer.pipeline

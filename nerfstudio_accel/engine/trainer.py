@@ -41,6 +41,7 @@ from nerfstudio.utils.decorators import check_main_thread, check_viewer_enabled
 from nerfstudio.utils.rich_utils import CONSOLE
 
 from nerfstudio_accel import distributed
+from nerfstudio_accel.engine.warm_start import warm_start
 from nerfstudio_accel.errors import AccelError, CheckpointError, ConfigError, exit_message
 from nerfstudio_accel.pipelines.accel_pipeline import AccelPipeline, AccelPipelineConfig
 from nerfstudio_accel.step_phases import phase
@@ -211,6 +212,21 @@ class AccelTrainer(Trainer):
         """nerfstudio's set-up; a problem the user fixes (e.g. a checkpoint that does not fit) exits with one line."""
         with one_line_exit():
             super().setup(test_mode)
+            self._warm_start()
+
+    def _warm_start(self) -> None:
+        """``--pipeline.model.init-from``: the model starts from that run's matching tensors, unless this run
+        resumed from its own checkpoint (which wins)."""
+        init_from = self.config.pipeline.model.init_from
+        if init_from is None:
+            return
+        if self.last_checkpoint is not None:
+            CONSOLE.print(f"Resumed from {self.last_checkpoint}: --pipeline.model.init-from {init_from} is not used")
+            return
+        datamanager = self.config.pipeline.datamanager
+        report = warm_start(self.pipeline.model, init_from, datamanager.data or datamanager.dataparser.data)
+        if distributed.rank() == 0:
+            CONSOLE.print(report.line())
 
     # --- the web viewer -------------------------------------------------------------------------
 

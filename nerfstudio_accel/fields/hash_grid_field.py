@@ -84,6 +84,8 @@ class HashGridField(nn.Module):
         self.geo_feat_dim = geo_feat_dim
         layout = HashGridLayout.from_resolutions(num_levels, min_res, max_res, log2_hashmap_size, features_per_level)
         self.position_encoding = MultiresHashEncoding(layout, backend=hash_backend)
+        self.level_weights: Optional[Tensor] = None
+        """``(levels * features,)`` weights of the encoding's features (coarse-to-fine training), or None: all 1."""
         self.density_mlp = MLP(
             in_dim=self.position_encoding.get_out_dim(),
             num_layers=2,
@@ -133,6 +135,8 @@ class HashGridField(nn.Module):
             encodings = self.encode(positions)
         elif torch.is_grad_enabled():
             encodings = self.position_encoding.with_values(self.unit_positions(positions), encodings)
+        if self.level_weights is not None:
+            encodings = encodings * self.level_weights.to(encodings)
         return self.density_mlp(encodings)
 
     def color_raw(

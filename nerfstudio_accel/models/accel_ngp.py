@@ -22,6 +22,7 @@ from torch.nn import Parameter
 
 from nerfstudio_accel.data.scene_checks import SceneFacts
 from nerfstudio_accel.errors import ConfigError
+from nerfstudio_accel.fields.coarse_to_fine import level_weights
 from nerfstudio_accel.fields.density_pass_record import DensityPassRecord
 from nerfstudio_accel.fields.hash_grid_field import FieldImplementation, HashGridField
 from nerfstudio_accel.fields.proposal_field import ProposalDensityField
@@ -137,6 +138,11 @@ class AccelNGPModelConfig(AccelModelConfig):
     (resolved from the data before training and written into config.yml)."""
     num_levels: int = 16
     """Hash-grid levels."""
+    coarse_to_fine_steps: int = 0
+    """Progressive training: the finer hash-grid levels enter one after another over this many steps (their
+    features ramp from 0 to 1); 0: every level from the start (docs/progressive_training.md)."""
+    coarse_to_fine_start_levels: int = 4
+    """Progressive training: hash-grid levels active from step 0."""
     max_res: int = 2048
     """Finest hash-grid resolution."""
     log2_hashmap_size: Optional[int] = None
@@ -212,7 +218,7 @@ class AccelNGPModelConfig(AccelModelConfig):
     def reads_alpha(self) -> bool:
         return True
 
-    def hard_mining_pays(self, device_type: str) -> bool:
+    def hard_mining_pays(self, device_type: str, scene: SceneFacts) -> bool:
         """With the occupancy sampler mining reuses the culling pass: ahead at equal time in two pairs of three,
         cheaper per step (lego, CPU). With the proposal sampler it was behind in every pair (fruit, CPU); the
         proposal fields, which mining does not shrink, weigh on a step on any device, so it is off there
@@ -254,6 +260,7 @@ class AccelNGPModel(AccelModel):
         self.camera_optimizer = cfg.camera_optimizer.setup(num_cameras=self.num_train_data, device="cpu")
         self.sampler = self._build_sampler(aabb, contract, hash_backend, device)
         self.image_metrics = ImageMetrics()
+        self.update_to_step(0)
 
     def _build_sampler(
         self, aabb: Float[Tensor, "2 3"], contract: bool, hash_backend: str, device: torch.device
@@ -328,6 +335,7 @@ class AccelNGPModel(AccelModel):
         self, training_callback_attributes: TrainingCallbackAttributes
     ) -> List[TrainingCallback]:
         def update_sampler(step: int) -> None:
+            self.update_to_step(step)
             self.sampler.update(step, self.field.density)
 
         return [
@@ -335,6 +343,18 @@ class AccelNGPModel(AccelModel):
                 [TrainingCallbackLocation.BEFORE_TRAIN_ITERATION], update_sampler, update_every_num_iters=1
             )
         ]
+
+    def update_to_step(self, step: int) -> None:
+        """The coarse-to-fine level weights of ``step`` (each training step, and when a checkpoint loads)."""
+        layout = self.field.position_encoding.layout
+        cfg = self.config
+        self.field.level_weights = level_weights(
+            step,
+            layout.num_levels,
+            layout.features_per_level,
+            cfg.coarse_to_fine_start_levels,
+            cfg.coarse_to_fine_steps,
+        )
 
     # --- the three seams -------------------------------------------------------------------------
 
@@ -411,7 +431,9 @@ class AccelNGPModel(AccelModel):
         origins, directions = self._pose_corrected(samples.origins, samples.directions, samples.camera_indices)
         rays = samples.ray_indices
         positions = origins[rays] + directions[rays] * samples.t_mids[:, None]
-        return self.field.field_raw(positions, directions[rays], samples.sample_camera_indices, samples.encodings)
+        return self.field_forward(
+            self.field.field_raw, positions, directions[rays], samples.sample_camera_indices, samples.encodings
+        )
 
     def render(
         self, samples: PackedSamples, raw_density: Float[Tensor, "n 1"], raw_color: Float[Tensor, "n 3"]

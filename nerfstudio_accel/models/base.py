@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import Dict, Optional, Protocol, Tuple
+from pathlib import Path
+from typing import Any, Callable, Dict, Optional, Protocol, Tuple, TypeVar
 
 import torch
 import tyro
@@ -20,6 +21,7 @@ from jaxtyping import Float, Int
 from nerfstudio.cameras.rays import RayBundle
 from nerfstudio.models.base_model import Model, ModelConfig
 from torch import Tensor
+from torch.utils.checkpoint import checkpoint
 
 from nerfstudio_accel.data.scene_checks import SceneFacts
 from nerfstudio_accel.errors import ConfigError
@@ -49,6 +51,12 @@ class AccelModelConfig(ModelConfig):
 
     resolved: tyro.conf.Suppress[bool] = False
     """Set by :meth:`resolve`; a config.yml without it predates this contract and is refused."""
+    gradient_checkpointing: bool = False
+    """Recompute the main field's activations in backward instead of keeping them (``torch.utils.checkpoint``):
+    a step's graph memory falls and its time rises; for big batches on small GPUs (docs/gradient_checkpointing.md)."""
+    init_from: Optional[Path] = None
+    """Warm start: a run folder or .ckpt whose tensors this run starts from, networks always, the hash grid and
+    other scene tensors only when that run trained on the same data folder; a fresh optimizer (docs/warm_start.md)."""
 
     def resolve(self, device_type: str, scene: SceneFacts) -> None:
         """Fill every ``auto`` and unset choice for ``device_type`` (``cuda``, ``cpu``, ``mps``) and the
@@ -72,15 +80,18 @@ class AccelModelConfig(ModelConfig):
         """Whether the model blends its own background into RGBA images (the data parser keeps alpha)."""
         return False
 
-    def hard_mining_pays(self, device_type: str) -> bool:
+    def hard_mining_pays(self, device_type: str, scene: SceneFacts) -> bool:
         """Whether hard sample mining measured ahead of ordinary training at equal time for this resolved
-        config on ``device_type``: ``--pipeline.hard-mining auto`` follows it (docs/hard_mining.md). Each
-        model answers from its own measurements."""
+        config on ``device_type`` and this kind of ``scene``: ``--pipeline.hard-mining auto`` follows it
+        (docs/hard_mining.md). Each model answers from its own measurements."""
         raise NotImplementedError(f"{type(self).__name__} does not say whether hard mining pays")
 
     def uses_tcnn(self) -> bool:
         """Whether the model runs tiny-cuda-nn kernels, which compute in fp16 whatever the autocast."""
         return False
+
+
+T = TypeVar("T")
 
 
 class AccelModel(Model, ABC):
@@ -105,6 +116,13 @@ class AccelModel(Model, ABC):
         self, samples: Samples, raw_density: Float[Tensor, "n 1"], raw_color: Float[Tensor, "n 3"]
     ) -> Dict[str, Tensor]:
         """The outputs of ``get_outputs`` from raw outputs: activations, compositing, sampler losses in training."""
+
+    def field_forward(self, forward: Callable[..., T], *args: Any) -> T:
+        """``forward(*args)``, the main field's graph pass; with ``--pipeline.model.gradient-checkpointing``
+        and a graph being built, its activations are recomputed in backward instead of kept."""
+        if self.config.gradient_checkpointing and torch.is_grad_enabled():
+            return checkpoint(forward, *args, use_reentrant=False)
+        return forward(*args)
 
     def sample_and_forward(self, ray_bundle: RayBundle) -> Tuple[Samples, Float[Tensor, "n 1"], Float[Tensor, "n 3"]]:
         """:meth:`sample` and :meth:`field_raw` of every sample, the field without a graph: the forward

@@ -27,7 +27,7 @@ from torch import Tensor
 
 from nerfstudio_accel import distributed
 from nerfstudio_accel.data.prefetching_datamanager import AccelDataManager
-from nerfstudio_accel.data.scene_checks import check_scene
+from nerfstudio_accel.data.scene_checks import SceneFacts, check_scene
 from nerfstudio_accel.errors import ConfigError
 from nerfstudio_accel.models.base import AccelModel, AccelModelConfig
 from nerfstudio_accel.step_phases import phase
@@ -48,10 +48,11 @@ class AccelPipelineConfig(DynamicBatchPipelineConfig):
     max_num_rays_per_batch: Optional[int] = None
     """Upper bound on the dynamic ray batch; default 2^16 on CUDA, 2^12 elsewhere."""
 
-    def resolve(self, device_type: str, eval_split: str = "val") -> None:
+    def resolve(self, device_type: str, eval_split: str = "val") -> SceneFacts:
         """Check the scene folder (training and ``eval_split`` views), then fill every unset choice for
         ``device_type`` and the scene, the model's too (a CPU step costs ~100x a GPU step per sample), in
-        place. Raises :class:`~nerfstudio_accel.errors.AccelError` (one line). Idempotent."""
+        place; returns what the check learned of the scene. Raises :class:`~nerfstudio_accel.errors.AccelError`
+        (one line). Idempotent."""
         if not isinstance(self.model, AccelModelConfig):
             raise ConfigError(f"{type(self).__name__} trains accel models only, not {type(self.model).__name__}")
         parser = self.datamanager.dataparser
@@ -64,6 +65,7 @@ class AccelPipelineConfig(DynamicBatchPipelineConfig):
         if self.max_num_rays_per_batch is None:
             self.max_num_rays_per_batch = 1 << 16 if on_cuda else 1 << 12
         self.model.resolve(device_type, scene)
+        return scene
 
     def scene_data_path(self) -> Path:
         """The scene folder the data manager will read (``--data`` wins over the parser's own)."""
@@ -115,11 +117,16 @@ class AccelPipeline(DynamicBatchPipeline):
         pipeline may add timings that wait for the device)."""
         with phase("ray batch"):
             ray_bundle, batch = self.datamanager.next_train(step)
+        outputs, loss_dict, metrics = self.batch_loss(ray_bundle, batch, timed)
+        self._after_training_batch(len(ray_bundle), metrics)
+        return outputs, loss_dict, metrics
+
+    def batch_loss(self, ray_bundle, batch, timed: bool = False):
+        """The training loss of one given batch: ``(outputs, loss_dict, metrics)``, nothing drawn or resized."""
         outputs = self.model(ray_bundle)
         with phase("render and loss"):
             metrics = self.model.get_metrics_dict(outputs, batch)
             loss_dict = self.model.get_loss_dict(outputs, batch, metrics)
-        self._after_training_batch(len(ray_bundle), metrics)
         return outputs, loss_dict, metrics
 
     def _after_training_batch(self, rays: int, metrics: dict) -> None:

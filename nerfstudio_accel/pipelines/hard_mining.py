@@ -26,6 +26,7 @@ from nerfstudio.utils.rich_utils import CONSOLE
 from torch import Tensor
 
 from nerfstudio_accel import distributed
+from nerfstudio_accel.data.scene_checks import SceneFacts
 from nerfstudio_accel.errors import ConfigError
 from nerfstudio_accel.pipelines.accel_pipeline import AccelPipeline, AccelPipelineConfig, HardSampleBatch
 from nerfstudio_accel.step_phases import phase
@@ -135,16 +136,17 @@ class HardSampleMiningPipelineConfig(AccelPipelineConfig):
     They are logged to tensorboard / wandb as Train Metrics Dict/hard_mining_* at the trainer's logging
     steps; pass times are measured on those steps only (on CUDA a timer waits for the device)."""
 
-    def resolve(self, device_type: str, eval_split: str = "val") -> None:
+    def resolve(self, device_type: str, eval_split: str = "val") -> SceneFacts:
         """The accel pipeline's resolution, then ``hard_mining=auto`` from the resolved model's
         :meth:`~nerfstudio_accel.models.base.AccelModelConfig.hard_mining_pays`."""
-        super().resolve(device_type, eval_split)
+        scene = super().resolve(device_type, eval_split)
         if self.hard_mining == "auto":
-            self.hard_mining = self.model.hard_mining_pays(device_type)
+            self.hard_mining = self.model.hard_mining_pays(device_type, scene)
             CONSOLE.print(
-                f"Hard sample mining {'on' if self.hard_mining else 'off'}: auto for this model and sampler on "
+                f"Hard sample mining {'on' if self.hard_mining else 'off'}: auto for this model, sampler and scene on "
                 f"{device_type} (docs/hard_mining.md; --pipeline.hard-mining True or False to choose)"
             )
+        return scene
 
 
 class HardSampleMiningPipeline(AccelPipeline):
@@ -207,14 +209,14 @@ class HardSampleMiningPipeline(AccelPipeline):
 
     def get_train_loss_dict(self, step: int, timed: bool = False):
         """A mined step (:meth:`mined_loss`); pass times are measured when ``timed`` and on print steps."""
-        if not self.config.hard_mining:
-            return super().get_train_loss_dict(step, timed)
-        with phase("ray batch"):
-            ray_bundle, batch = self.datamanager.next_train(step)
         printing = self.config.print_every > 0 and step % self.config.print_every == 0
-        outputs, loss_dict, metrics = self.mined_loss(ray_bundle, batch, time_passes=timed or printing)
-        self._after_training_batch(len(ray_bundle), metrics)
-        return outputs, loss_dict, metrics
+        return super().get_train_loss_dict(step, timed or printing)
+
+    def batch_loss(self, ray_bundle, batch, timed: bool = False):
+        """:meth:`mined_loss` of the batch when mining (pass times when ``timed``), else the ordinary loss."""
+        if not self.config.hard_mining:
+            return super().batch_loss(ray_bundle, batch, timed)
+        return self.mined_loss(ray_bundle, batch, time_passes=timed)
 
     def mined_loss(
         self, ray_bundle, batch, time_passes: bool = True

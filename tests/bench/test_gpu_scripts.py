@@ -1,5 +1,6 @@
 """The GPU scripts parse and refuse bad use here; benchmarks/step_ops.py counts a step's operators and syncs
-on CPU and benchmarks/step_profile.py reports a step's phases (shapes of the report only: never timings)."""
+on CPU, benchmarks/step_profile.py reports a step's phases and benchmarks/gradient_checkpointing.py graph
+memory with checkpointing off and on (shapes of the reports and memory only: never timings)."""
 
 from __future__ import annotations
 
@@ -42,12 +43,14 @@ def test_gpu_scripts_refuse_an_unknown_part(script, tmp_path):
     assert not any(tmp_path.iterdir())  # refused before installing anything
 
 
-def run_step_benchmark(script: str, scene, tmp_path):
-    """``benchmarks/<script>`` for 2 steps after 2 on ``scene``, occupancy sampler: its JSON results and markdown."""
+def run_step_benchmark(script: str, scene, tmp_path, *options: str):
+    """``benchmarks/<script>`` for 2 steps after 2 on ``scene``, occupancy sampler (and ``options``): its JSON
+    results and markdown."""
     out = tmp_path / "results.json"
     done = subprocess.run(
         [sys.executable, f"benchmarks/{script}", "--data", str(scene), "--downscale", "1", "--samplers",
-         "occupancy", "--warmup", "2", "--steps", "2", "--json", str(out), "--markdown", str(tmp_path / "report.md")],
+         "occupancy", "--warmup", "2", "--steps", "2", "--json", str(out), "--markdown", str(tmp_path / "report.md"),
+         *options],
         cwd=REPO, capture_output=True, text=True, timeout=600,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
@@ -73,3 +76,12 @@ def test_step_profile_reports_every_phase_of_both_settings(tiny_scene, tmp_path)
     assert {"scoring forward", "importance and selection"} <= set(mined["phases_ms"]) and mined["hard_fraction"] > 0
     assert "scoring forward" not in ordinary["phases_ms"] and ordinary["hard_fraction"] is None
     assert "| culling density pass |" in report and "Mined step / ordinary step: occupancy:" in report
+
+
+def test_gradient_checkpointing_bench_reports_each_setting(tiny_scene, tmp_path):
+    results, report = run_step_benchmark("gradient_checkpointing.py", tiny_scene, tmp_path, "--samples", "2048")
+    assert set(results) == {f"occupancy, 2048, {mine}, {ckpt}" for mine in ("on", "off") for ckpt in ("on", "off")}
+    for mining in ("on", "off"):
+        plain, checkpointed = results[f"occupancy, 2048, {mining}, off"], results[f"occupancy, 2048, {mining}, on"]
+        assert 0 < checkpointed["graph_mib"] < plain["graph_mib"]
+    assert "| occupancy | 2048 | on | on |" in report

@@ -12,7 +12,9 @@ from nerfstudio.field_components.field_heads import FieldHeadNames
 import accel_test_helpers
 from nerfstudio_accel import metrics as accel_metrics
 from nerfstudio_accel.bench.budget import train_for_budget
+from nerfstudio_accel.data.scene_checks import SceneFacts
 from nerfstudio_accel.methods import accel_nerfacto
+from nerfstudio_accel.models.accel_nerfacto import AccelNerfactoModelConfig
 from nerfstudio_accel.pipelines.hard_mining import HardSampleMiningPipelineConfig
 
 
@@ -29,8 +31,15 @@ def make_trainer(scene, output_dir, **pipeline_overrides):
     )
 
 
+def test_auto_mines_object_scenes_and_not_captures():
+    """accel-nerfacto's measured default (docs/hard_mining.md): ahead on lego, behind on the capture fruit."""
+    config = AccelNerfactoModelConfig()
+    assert config.hard_mining_pays("cpu", SceneFacts(bounded=True, images_have_alpha=True))
+    assert not config.hard_mining_pays("cpu", SceneFacts(bounded=False, images_have_alpha=False))
+
+
 def test_mining_is_on_by_default_and_off_when_asked(tiny_scene, tmp_path):
-    """auto resolves to hard mining for accel-nerfacto (measured ahead: docs/hard_mining.md)."""
+    """auto resolves to hard mining for accel-nerfacto on an object scene (measured ahead: docs/hard_mining.md)."""
     assert accel_nerfacto.config.pipeline.hard_mining == "auto"
     default = make_trainer(tiny_scene, tmp_path / "default", hard_mining="auto")
     assert default.config.pipeline.hard_mining is True and default.pipeline.mines_hard_samples()
