@@ -43,7 +43,9 @@ def _kernels_for(device: torch.device) -> ModuleType:
 
 class FusedHashEncoding(torch.autograd.Function):
     """Autograd wrapper of the fused kernels: points ``(n, 3)`` and flat table ``(params,)`` ->
-    ``(n, L*F)``; numba on CPU tensors, Triton on CUDA tensors."""
+    ``(n, L*F)``; numba on CPU tensors, Triton on CUDA tensors. ``known``: the forward values, computed
+    already by a no-grad pass over the same points and table this step; they are returned and only the
+    backward kernel runs (it reads only the points and the table)."""
 
     @staticmethod
     def forward(  # type: ignore[override]
@@ -53,45 +55,28 @@ class FusedHashEncoding(torch.autograd.Function):
         levels: LevelTensors,
         features: int,
         out_dtype: torch.dtype = torch.float32,
+        known: Optional[Float[Tensor, "n out"]] = None,
     ) -> Float[Tensor, "n out"]:
-        rows = table.detach().view(-1, features)
         ctx.save_for_backward(points, table)  # the parameter itself: the graph holds no copy of the table
         ctx.levels = levels
         ctx.features = features
+        if known is not None:
+            return known.clone()
+        rows = table.detach().view(-1, features)
         return _kernels_for(points.device).encode_forward(points, rows, levels, out_dtype)
 
     @staticmethod
     @once_differentiable
     def backward(
         ctx: Any, grad_out: Float[Tensor, "n out"]
-    ) -> Tuple[Optional[Tensor], Optional[Tensor], None, None, None]:
+    ) -> Tuple[Optional[Tensor], Optional[Tensor], None, None, None, None]:
         points, table = ctx.saved_tensors
         rows = table.detach().view(-1, ctx.features)
         kernels = _kernels_for(points.device)
         grad_rows, grad_points = kernels.encode_backward(
             points, rows, grad_out.contiguous(), ctx.levels, ctx.needs_input_grad[0]
         )
-        return grad_points, grad_rows.view(-1), None, None, None
-
-
-class FusedHashEncodingOfKnownValues(FusedHashEncoding):
-    """:class:`FusedHashEncoding` whose forward values ``(n, L*F)`` were computed already (a no-grad pass over
-    the same points and table this step): returns them and attaches the kernels' backward, which reads only
-    the points and the table."""
-
-    @staticmethod
-    def forward(  # type: ignore[override]
-        ctx: Any,
-        points: Float[Tensor, "n 3"],
-        table: Float[Tensor, " params"],
-        levels: LevelTensors,
-        features: int,
-        values: Float[Tensor, "n out"],
-    ) -> Float[Tensor, "n out"]:
-        ctx.save_for_backward(points, table)
-        ctx.levels = levels
-        ctx.features = features
-        return values.clone()
+        return grad_points, grad_rows.view(-1), None, None, None, None
 
 
 class MultiresHashEncoding(nn.Module):
@@ -171,8 +156,8 @@ class MultiresHashEncoding(nn.Module):
             return self(points)
         table = self.table.float()
         levels = self.level_tensors(points.device)
-        return FusedHashEncodingOfKnownValues.apply(
-            self._unit_cube_points(points), table, levels, self.layout.features_per_level, values
+        return FusedHashEncoding.apply(
+            self._unit_cube_points(points), table, levels, self.layout.features_per_level, values.dtype, values
         )
 
     @staticmethod
