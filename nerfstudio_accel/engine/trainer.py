@@ -223,8 +223,7 @@ class AccelTrainer(Trainer):
         if self.last_checkpoint is not None:
             CONSOLE.print(f"Resumed from {self.last_checkpoint}: --pipeline.model.init-from {init_from} is not used")
             return
-        datamanager = self.config.pipeline.datamanager
-        report = warm_start(self.pipeline.model, init_from, datamanager.data or datamanager.dataparser.data)
+        report = warm_start(self.pipeline.model, init_from, self.config.pipeline.scene_data_path())
         if distributed.rank() == 0:
             CONSOLE.print(report.line())
 

@@ -348,13 +348,14 @@ class AccelNGPModel(AccelModel):
         """The coarse-to-fine level weights of ``step`` (each training step, and when a checkpoint loads)."""
         layout = self.field.position_encoding.layout
         cfg = self.config
-        self.field.level_weights = level_weights(
+        weights = level_weights(
             step,
             layout.num_levels,
             layout.features_per_level,
             cfg.coarse_to_fine_start_levels,
             cfg.coarse_to_fine_steps,
         )
+        self.field.level_weights = None if weights is None else weights.to(self.field.aabb.device)
 
     # --- the three seams -------------------------------------------------------------------------
 
