@@ -53,7 +53,8 @@ class AccelModelConfig(ModelConfig):
     """Set by :meth:`resolve`; a config.yml without it predates this contract and is refused."""
     gradient_checkpointing: bool = False
     """Recompute the main field's activations in backward instead of keeping them (``torch.utils.checkpoint``):
-    a step's graph memory falls and its time rises; for big batches on small GPUs (docs/gradient_checkpointing.md)."""
+    a step's graph memory falls and its time rises; for big batches on small GPUs. tiny-cuda-nn keeps its own
+    activations outside autograd's saved tensors, so with tcnn MLPs little is freed (docs/gradient_checkpointing.md)."""
     init_from: Optional[Path] = None
     """Warm start: a run folder or .ckpt whose tensors this run starts from, networks always, the hash grid and
     other scene tensors only when that run trained on the same data folder; a fresh optimizer (docs/warm_start.md)."""
