@@ -11,8 +11,8 @@ scenes (``blender-data``; test_cli.py covers those) and those that repeat an ear
   ``cameras.bin``, ``images.bin``, ``points3D.bin``, no ``transforms.json``); ``nerfstudio-data`` (named, or the
   method's default parser) gets ``transforms.json`` + ``images/`` as ``ns-process-data`` writes them;
 - a few flags added after the method name, none that changes how the data is read: 3 steps, tensorboard
-  instead of the viewer, no evaluation or intermediate saves, output under tmp_path, and
-  ``--machine.device-type`` (CUDA when there is one, else CPU) where the command names no device.
+  instead of the viewer, no evaluation or intermediate saves, output under tmp_path. A command that names
+  no ``--machine.device-type`` trains on the machine's device (CUDA when there is one, else CPU), as a user's does.
 
 Every run must exit 0 with no traceback, save the final checkpoint and record the documented parser in
 config.yml.
@@ -211,10 +211,8 @@ def scene_for(parser: str, nerfstudio_scene: Path, tmp_path: Path) -> Path:
 # --- running them ------------------------------------------------------------------------------
 
 
-def harness_flags(argv: List[str], output_dir: Path) -> List[str]:
-    import torch
-
-    flags = [
+def harness_flags(output_dir: Path) -> List[str]:
+    return [
         "--vis",
         "tensorboard",
         "--max-num-iterations",
@@ -234,9 +232,6 @@ def harness_flags(argv: List[str], output_dir: Path) -> List[str]:
         "--timestamp",
         "run",
     ]
-    if not any(token.startswith("--machine.device-type") for token in argv):
-        flags += ["--machine.device-type", "cuda" if torch.cuda.is_available() else "cpu"]
-    return flags
 
 
 def runnable(argv: List[str], scene: Path, output_dir: Path) -> List[str]:
@@ -247,7 +242,7 @@ def runnable(argv: List[str], scene: Path, output_dir: Path) -> List[str]:
             argv[index + 1] = str(scene)
         elif token.startswith("--data="):
             argv[index] = f"--data={scene}"
-    return argv[:2] + harness_flags(argv, output_dir) + argv[2:]
+    return argv[:2] + harness_flags(output_dir) + argv[2:]
 
 
 @pytest.mark.slow

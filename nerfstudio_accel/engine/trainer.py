@@ -6,6 +6,9 @@ checkpoints and resume that stops at ``--max-num-iterations``.
   uses a GradScaler whose scale is logged as ``loss_scale``, and so does any precision when the
   model runs tiny-cuda-nn (whose kernels compute in fp16 whatever the autocast). ``auto`` is fp16
   on CUDA and fp32 elsewhere.
+- ``--machine.device-type`` defaults to the machine's device: cuda where torch sees a GPU, else cpu
+  (nerfstudio's default, cuda, fails with a driver trace on a machine without one). Asking for a device
+  torch cannot use stops with one line.
 - Every ``auto`` choice (precision, the pipeline's and model's defaults from the device and the scene) is
   resolved once, from ``--machine.device-type`` and the scene folder, before nerfstudio writes config.yml
   (:meth:`AccelTrainerConfig.resolve`), so the saved config rebuilds the same model on any device
@@ -35,6 +38,7 @@ from typing import Any, Dict, List, Literal, Optional, Type
 
 import torch
 import tyro
+from nerfstudio.configs.base_config import MachineConfig
 from nerfstudio.engine.callbacks import TrainingCallbackLocation
 from nerfstudio.engine.trainer import Trainer, TrainerConfig
 from nerfstudio.utils.decorators import check_main_thread, check_viewer_enabled
@@ -70,11 +74,29 @@ def resolve_precision(requested: Precision, device_type: str) -> Literal["fp32",
     return requested
 
 
+def machine_device_type() -> Literal["cuda", "cpu"]:
+    """The device this machine trains on by default: cuda where torch sees a CUDA GPU, else cpu."""
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def require_device(device_type: str) -> None:
+    """Raise :class:`~nerfstudio_accel.errors.ConfigError` (one line) when torch cannot use ``device_type`` here."""
+    missing = (device_type == "cuda" and not torch.cuda.is_available()) or (
+        device_type == "mps" and not torch.backends.mps.is_available()
+    )
+    if missing:
+        raise ConfigError(
+            f"--machine.device-type {device_type}: torch finds no such device on this machine; "
+            f"train with --machine.device-type {machine_device_type()}"
+        )
+
+
 @dataclass
 class AccelTrainerConfig(TrainerConfig):
     """nerfstudio TrainerConfig plus precision, gradient clipping and the non-finite step guard."""
 
     _target: Type = field(default_factory=lambda: AccelTrainer)
+    machine: MachineConfig = field(default_factory=lambda: MachineConfig(device_type=machine_device_type()))
     precision: Precision = "auto"
     """Autocast precision of the model forward: fp16 (with loss scaling) on CUDA for auto, fp32 elsewhere."""
     mixed_precision: tyro.conf.Suppress[bool] = False
@@ -185,6 +207,7 @@ class AccelTrainer(Trainer):
                 "Multi-GPU training: the viewer closes when training completes (--viewer.quit-on-train-completion)"
             )
         with one_line_exit():
+            require_device(config.machine.device_type)
             config.pipeline.model.require_resolved()
         super().__init__(config, local_rank, world_size)
         device_type = str(self.device).split(":")[0]

@@ -17,7 +17,12 @@ from nerfstudio.engine.callbacks import TrainingCallbackLocation
 
 from accel_test_helpers import assert_same_state, make_trainer, run_steps, snapshot
 from nerfstudio_accel.engine.build import build_trainer_config
-from nerfstudio_accel.engine.trainer import TrainingStopped, partial_checkpoint_dir, resolve_precision
+from nerfstudio_accel.engine.trainer import (
+    AccelTrainerConfig,
+    TrainingStopped,
+    partial_checkpoint_dir,
+    resolve_precision,
+)
 from nerfstudio_accel.methods import accel_ngp
 
 
@@ -47,6 +52,21 @@ def test_fp16_on_cpu_and_unknown_precision_are_refused_in_one_line():
         resolve_precision("fp16", "cpu")
     with pytest.raises(ValueError, match="choose auto, fp32, fp16 or bf16"):
         resolve_precision("fp8", "cpu")  # type: ignore[arg-type]
+
+
+def test_the_default_device_is_the_one_this_machine_has(monkeypatch):
+    """nerfstudio's default, cuda, fails with a driver trace on a machine without a GPU."""
+    for has_cuda, expected in ((False, "cpu"), (True, "cuda")):
+        monkeypatch.setattr(torch.cuda, "is_available", lambda: has_cuda)
+        assert AccelTrainerConfig().machine.device_type == expected
+
+
+def test_a_device_this_machine_lacks_is_refused_in_one_line(tiny_scene, tmp_path, monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    with pytest.raises(SystemExit) as refusal:
+        make_trainer(tiny_scene, tmp_path, device="cuda", setup=False)
+    message = str(refusal.value)
+    assert message.endswith("train with --machine.device-type cpu") and "\n" not in message
 
 
 def test_bf16_on_cpu_trains_with_fp32_rendering_and_weights(tiny_scene, tmp_path):
