@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import statistics
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence
 
@@ -165,39 +166,75 @@ def markdown_table(meta: Dict, methods: Sequence[Dict]) -> str:
     return "\n".join(lines)
 
 
-def plot_psnr_vs_time(meta: Dict, methods: Sequence[Dict], path: Path) -> None:
-    """One PSNR-against-training-time curve per method (min–max band when repeated)."""
+@dataclass
+class PsnrCurve:
+    """One line of a PSNR-against-time figure: ``points`` as in a results.json method's ``curve`` (``seconds``,
+    ``psnr``, and ``psnr_min``/``psnr_max`` when repeated), drawn ``offset_seconds`` to the right."""
+
+    label: str
+    points: List[Dict[str, float]]
+    offset_seconds: float = 0.0
+
+    @property
+    def seconds(self) -> List[float]:
+        return [point["seconds"] + self.offset_seconds for point in self.points]
+
+
+def curves_of_results(path: Path, label: str = "", offset_seconds: float = 0.0) -> List[PsnrCurve]:
+    """The curves of a results.json's methods that ran; each labelled ``label`` (followed by the method's name
+    when the file has several), or the method's name and downscale when ``label`` is empty."""
+    saved = json.loads(Path(path).read_text())
+    ran = [method for method in saved["methods"] if method.get("curve")]
+    downscale = saved["meta"]["downscale"]
+
+    def name(method: Dict) -> str:
+        if not label:
+            return method["method_name"] + (f", downscale {downscale:g}" if downscale != 1 else "")
+        return f"{label}: {method['method_name']}" if len(ran) > 1 else label
+
+    return [PsnrCurve(name(method), method["curve"], offset_seconds) for method in ran]
+
+
+def plot_curves(curves: Sequence[PsnrCurve], title: str, path: Path, xlabel: str) -> None:
+    """PSNR against time, one line per curve, its min–max band where it has one."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     figure, axes = plt.subplots(figsize=(7.0, 4.5), dpi=120)
-    for method in methods:
-        curve = method.get("curve")
-        if not curve:
-            continue
-        seconds = [point["seconds"] for point in curve]
-        line = axes.plot(seconds, [point["psnr"] for point in curve], marker="o", label=method["method_name"])[0]
-        if meta["repeats"] > 1:
+    for curve in curves:
+        line = axes.plot(curve.seconds, [point["psnr"] for point in curve.points], marker="o", label=curve.label)[0]
+        if all("psnr_min" in point and "psnr_max" in point for point in curve.points):
             axes.fill_between(
-                seconds,
-                [p["psnr_min"] for p in curve],
-                [p["psnr_max"] for p in curve],
+                curve.seconds,
+                [point["psnr_min"] for point in curve.points],
+                [point["psnr_max"] for point in curve.points],
                 color=line.get_color(),
                 alpha=0.2,
             )
-    skipped = [method["method_name"] for method in methods if method["status"] != "ok"]
-    axes.set_xlabel("training time (s, evaluation excluded)")
+    axes.set_xlabel(xlabel)
     axes.set_ylabel("test PSNR (dB)")
-    title = f"{meta['scene']} (downscale {meta['downscale']:g}) on {meta['device_name']}, {meta['budget_seconds']:g} s budget"
-    axes.set_title(title + (f"; not run: {', '.join(skipped)}" if skipped else ""), fontsize=9)
+    axes.set_title(title, fontsize=9)
     axes.grid(alpha=0.3)
-    if any(method.get("curve") for method in methods):
+    if curves:
         axes.legend(fontsize=8)
     figure.tight_layout()
     figure.savefig(path)
     plt.close(figure)
+
+
+def plot_psnr_vs_time(meta: Dict, methods: Sequence[Dict], path: Path) -> None:
+    """One PSNR-against-training-time curve per method (min–max band when repeated)."""
+    curves = [PsnrCurve(method["method_name"], method["curve"]) for method in methods if method.get("curve")]
+    skipped = [method["method_name"] for method in methods if method["status"] != "ok"]
+    title = f"{meta['scene']} (downscale {meta['downscale']:g}) on {meta['device_name']}, {meta['budget_seconds']:g} s budget"
+    plot_curves(
+        curves,
+        title + (f"; not run: {', '.join(skipped)}" if skipped else ""),
+        path,
+        xlabel="training time (s, evaluation excluded)",
+    )
 
 
 def write_outputs(out: Path, meta: Dict, methods: Sequence[Dict]) -> None:

@@ -34,6 +34,7 @@ from nerfstudio_accel.kernels.backends import (
 )
 from nerfstudio_accel.sampling import torch_ops
 from nerfstudio_accel.sampling.base import DensityFn, Sampler, ray_bounds
+from nerfstudio_accel.sampling.front_to_back_culling import densities_front_to_back, rows_in_call_order
 from nerfstudio_accel.sampling.packed import PackedSamples
 from nerfstudio_accel.step_phases import phase
 
@@ -74,6 +75,10 @@ class MarchingOptions:
     """Stop a ray once its transmittance falls below this."""
     max_samples_per_ray: Optional[int] = None
     """Keep at most this many marched samples per ray, front to back (None: no cap)."""
+    culling_first_samples: int = 0
+    """The culling density pass reads each ray's first this-many candidates, then the rest only of rays whose
+    transmittance is still at least ``early_stop_eps`` (:mod:`~nerfstudio_accel.sampling.front_to_back_culling`;
+    the same samples are kept); 0: every candidate in one pass."""
 
     @property
     def culls(self) -> bool:
@@ -328,8 +333,9 @@ class OccupancySampler(Sampler):
         stratified: bool = False,
     ) -> PackedSamples:
         """:meth:`march` (``stratified`` as there), then, when ``density_fn`` is given, keep the
-        :meth:`visible` samples (``density_index``: their rows among the marched candidates, which
-        ``density_fn`` saw in order). In training, counts the candidates, the kept and the alpha-culled
+        :meth:`visible` samples (``density_index``: their rows among the candidates ``density_fn`` saw, in the
+        order it saw them: front to back with ``marching.culling_first_samples``). In training, counts the
+        candidates, the evaluated (those ``density_fn`` saw), the kept and the alpha-culled (of the evaluated)
         samples for :meth:`figures` (no device read here)."""
         with phase("marching"):
             ray_indices, t_starts, t_ends = self.march(origins, directions, nears, fars, stratified)
@@ -339,22 +345,40 @@ class OccupancySampler(Sampler):
             positions = (
                 origins.float()[ray_indices] + directions.float()[ray_indices] * (0.5 * (t_starts + t_ends))[:, None]
             )
-            densities = evaluate_in_chunks(density_fn, positions).reshape(-1).float()
+            densities, evaluated = densities_front_to_back(
+                lambda points: evaluate_in_chunks(density_fn, points).reshape(-1).float(),
+                positions,
+                ray_indices,
+                t_starts,
+                t_ends,
+                origins.shape[0],
+                self.marching.early_stop_eps,
+                self.marching.culling_first_samples,
+            )
             threshold = self.effective_alpha_threshold()
             keep = torch.nonzero(
                 self.visible(ray_indices, t_starts, t_ends, densities, origins.shape[0], threshold)
             ).reshape(-1)
         if self.training:
-            alphas = 1.0 - torch.exp(-densities * (t_ends - t_starts))
+            read = slice(None) if evaluated is None else evaluated
+            alphas = 1.0 - torch.exp(-densities[read] * (t_ends[read] - t_starts[read]))
             self._last_counts = {
                 "candidates": t_starts.numel(),
+                "evaluated": alphas.numel(),
                 "kept": keep.numel(),
                 "alpha_culled": (alphas < threshold).sum(),
             }
-        return PackedSamples(ray_indices[keep], t_starts[keep], t_ends[keep], origins, directions, density_index=keep)
+        return PackedSamples(
+            ray_indices[keep],
+            t_starts[keep],
+            t_ends[keep],
+            origins,
+            directions,
+            density_index=rows_in_call_order(keep, evaluated, t_starts.numel()),
+        )
 
     def figures(self) -> Dict[str, float]:
-        """The last training sampling's ``candidates`` (marched), ``kept`` (after culling) and
+        """The last training sampling's ``candidates`` (marched), ``evaluated``, ``kept`` (after culling) and
         ``alpha_culled`` sample counts, and the grid's ``occupied_fraction``."""
         return {
             **{name: float(count) for name, count in self._last_counts.items()},

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 from typing import Dict
 
@@ -10,7 +12,7 @@ import pytest
 from PIL import Image
 
 from nerfstudio_accel.bench.configs import MethodSpec
-from nerfstudio_accel.bench.report import markdown_table, summarize_method, write_outputs
+from nerfstudio_accel.bench.report import curves_of_results, markdown_table, summarize_method, write_outputs
 
 
 def fake_run(repeat: int, psnr: float, ms_per_step: float) -> Dict:
@@ -115,3 +117,35 @@ def test_samples_per_ray_and_partial_evaluations_are_shown():
     assert rows["`m`"][cells["train rays/s"]].strip() == "4096"
     assert "28.00 @ 0 s (5), psnr on 5 of 20 views |" in table and "30.00 @ 1 s (10) |" in table
     assert "score 5 evenly spaced test views" in table
+
+
+def test_curves_from_several_results_carry_labels_and_offsets(tmp_path: Path):
+    """benchmarks/psnr_vs_time.py's inputs: one curve per method that ran, shifted by the given seconds."""
+    runs = [fake_run(1, 30.0, 10.0), fake_run(2, 28.0, 20.0)]
+    two = [summarize_method(MethodSpec.parse(name), "tiny", runs) for name in ("a", "b")]
+    write_outputs(tmp_path / "two", {**META, "downscale": 4.0}, two)
+    one = [summarize_method(MethodSpec.parse("a"), "tiny", runs)]
+    write_outputs(tmp_path / "one", META, one)
+    labelled = curves_of_results(tmp_path / "two" / "results.json", "lego", offset_seconds=95.0)
+    assert [curve.label for curve in labelled] == ["lego: a", "lego: b"]
+    assert labelled[0].seconds == [95.5, 96.0]
+    unlabelled = curves_of_results(tmp_path / "two" / "results.json")
+    assert [curve.label for curve in unlabelled] == ["a, downscale 4", "b, downscale 4"]
+    assert unlabelled[0].seconds == [0.5, 1.0]
+    assert [curve.label for curve in curves_of_results(tmp_path / "one" / "results.json", "cold")] == ["cold"]
+    script = Path(__file__).resolve().parents[2] / "benchmarks" / "psnr_vs_time.py"
+    command = [sys.executable, str(script), "--out", str(tmp_path / "both.png"), "--title", "t"]
+    done = subprocess.run(
+        command + ["--curve", str(tmp_path / "two" / "results.json"), "", "0"]
+        + ["--curve", str(tmp_path / "one" / "results.json"), "warm", "95"],
+        capture_output=True, text=True,
+    )  # fmt: skip
+    assert done.returncode == 0 and "3 curves" in done.stdout, done.stderr
+    with Image.open(tmp_path / "both.png") as image:
+        assert image.format == "PNG"
+    missing = subprocess.run(
+        command + ["--curve", str(tmp_path / "none.json"), "x", "0"], capture_output=True, text=True
+    )
+    assert missing.returncode == 2 and missing.stderr.strip().endswith(
+        "give the results.json that ns-accel-bench wrote"
+    )

@@ -1,0 +1,79 @@
+"""Front-to-back culling: the culling density pass reads each ray's first candidates, and the rest only of the
+rays still transparent enough to show them.
+
+A marched candidate is kept when the transmittance before it is at least ``early_stop_eps`` (and its opacity at
+least the alpha threshold). Transmittance only falls along a ray, so once a ray's first candidates have brought
+it under ``early_stop_eps``, none of its later candidates can be kept and their densities are not needed.
+Behind a surface that has become opaque, a ray can still cross many occupied cells (a solid object's inside,
+its far side). The skipped candidates get density 0. This cannot make them visible:
+the transmittance before each is at most the ray's transmittance after the candidates read, already under the
+threshold. So the kept samples are those of a single pass over every candidate.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, List, Optional, Tuple
+
+import torch
+from jaxtyping import Float, Int
+from torch import Tensor
+
+from nerfstudio_accel.sampling import torch_ops
+
+STOPPED_MARGIN = 1e-3
+"""A ray counts as stopped when its transmittance is under ``early_stop_eps * (1 - STOPPED_MARGIN)``: rays this
+close to the threshold, where the two sums' rounding could disagree, are read in full."""
+
+
+def densities_front_to_back(
+    evaluate: Callable[[Float[Tensor, "m 3"]], Float[Tensor, " m"]],
+    positions: Float[Tensor, "n 3"],
+    ray_indices: Int[Tensor, " n"],
+    t_starts: Float[Tensor, " n"],
+    t_ends: Float[Tensor, " n"],
+    n_rays: int,
+    early_stop_eps: float,
+    first_samples: int,
+) -> Tuple[Float[Tensor, " n"], Optional[Int[Tensor, " m"]]]:
+    """Density of every packed, ray-sorted candidate, 0 where a candidate cannot be kept and was not evaluated,
+    and the candidates ``evaluate`` saw, in the order it saw them (None: all of them, in order).
+
+    ``evaluate`` maps points to densities. It is called in rounds of doubling length along the rays: each ray's
+    first ``first_samples`` candidates, then the next ``first_samples``, the next ``2 * first_samples``, and so
+    on, each round only for the rays whose transmittance is still at least ``early_stop_eps``.
+    ``first_samples`` 0: one call over every candidate."""
+    if first_samples <= 0 or early_stop_eps <= 0.0:
+        return evaluate(positions), None
+    n = ray_indices.shape[0]
+    rank = torch.arange(n, device=ray_indices.device) - torch.searchsorted(ray_indices, ray_indices)
+    densities = torch.zeros(n, dtype=torch.float32, device=positions.device)
+    optical_depth = torch.zeros(n_rays, dtype=torch.float64, device=positions.device)
+    open_rays = torch.ones(n_rays, dtype=torch.bool, device=positions.device)
+    rounds: List[Tensor] = []
+    low, high = 0, first_samples
+    while True:
+        in_round = torch.nonzero((rank >= low) & (rank < high) & open_rays[ray_indices]).reshape(-1)
+        if in_round.numel() == 0:  # a ray with a later candidate would have one in this round
+            break
+        round_densities = evaluate(positions[in_round])
+        densities[in_round] = round_densities
+        rounds.append(in_round)
+        depth = round_densities.double() * (t_ends[in_round] - t_starts[in_round]).double()
+        depth = torch.nan_to_num(depth, nan=torch_ops.OPTICAL_DEPTH_CAP, posinf=torch_ops.OPTICAL_DEPTH_CAP)
+        optical_depth.index_add_(0, ray_indices[in_round], depth.clamp(max=torch_ops.OPTICAL_DEPTH_CAP))
+        open_rays = torch.exp(-optical_depth) >= early_stop_eps * (1.0 - STOPPED_MARGIN)
+        low, high = high, 2 * high
+    evaluated = torch.cat(rounds)
+    return densities, None if evaluated.numel() == n else evaluated
+
+
+def rows_in_call_order(
+    candidates: Int[Tensor, " k"], evaluated: Optional[Int[Tensor, " m"]], n: int
+) -> Int[Tensor, " k"]:
+    """Where each of ``candidates`` (evaluated ones, of ``n``) came in the order ``evaluated`` lists them: the
+    rows of a record kept call by call (:class:`~nerfstudio_accel.fields.density_pass_record.DensityPassRecord`)."""
+    if evaluated is None:
+        return candidates
+    position = torch.full((n,), -1, dtype=torch.long, device=evaluated.device)
+    position[evaluated] = torch.arange(evaluated.numel(), device=evaluated.device)
+    return position[candidates]

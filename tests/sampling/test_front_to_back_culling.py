@@ -1,0 +1,182 @@
+"""Front-to-back culling keeps exactly the samples of one pass over every candidate, reading fewer densities."""
+
+from __future__ import annotations
+
+from typing import List
+
+import pytest
+import torch
+
+from accel_test_helpers import make_trainer, run_steps
+from nerfstudio_accel.sampling import torch_ops
+from nerfstudio_accel.sampling.front_to_back_culling import densities_front_to_back, rows_in_call_order
+from nerfstudio_accel.sampling.occupancy import MarchingOptions, OccupancySampler
+
+AABB = torch.tensor([-1.0, -1.0, -1.0, 1.0, 1.0, 1.0])
+
+
+class RecordingDensity:
+    """A density function ``(n, 3) -> (n, 1)`` (opaque ball of radius 0.8, faint haze elsewhere) that keeps the
+    points it was called on, call by call, as DensityPassRecord keeps encodings."""
+
+    def __init__(self, nan_below_z: float = -10.0) -> None:
+        self.calls: List[torch.Tensor] = []
+        self.nan_below_z = nan_below_z
+
+    def __call__(self, points: torch.Tensor) -> torch.Tensor:
+        self.calls.append(points.clone())
+        inside = points.norm(dim=-1, keepdim=True) < 0.8
+        density = torch.where(inside, torch.full_like(points[:, :1], 300.0), torch.full_like(points[:, :1], 0.5))
+        return torch.where(points[:, 2:3] < self.nan_below_z, torch.full_like(density, float("nan")), density)
+
+    @property
+    def seen(self) -> torch.Tensor:
+        return torch.cat(self.calls)
+
+
+def packed_candidates(n_rays: int, seed: int):
+    """Rays from a sphere of radius 2 through jittered points near the origin, marched on a full grid:
+    ``(origins, directions, ray_indices, t_starts, t_ends, positions)``."""
+    generator = torch.Generator().manual_seed(seed)
+    origins = 2.0 * torch.nn.functional.normalize(torch.randn(n_rays, 3, generator=generator), dim=-1)
+    directions = torch.nn.functional.normalize(0.6 * torch.randn(n_rays, 3, generator=generator) - origins, dim=-1)
+    sampler = OccupancySampler(AABB, resolution=16, backend="torch", marching=MarchingOptions(render_step_size=0.02))
+    sampler.grid.binaries.fill_(True)
+    ray_indices, t_starts, t_ends = sampler.march(origins, directions)
+    positions = origins[ray_indices] + directions[ray_indices] * (0.5 * (t_starts + t_ends))[:, None]
+    return origins, directions, ray_indices, t_starts, t_ends, positions
+
+
+def visible(densities, ray_indices, t_starts, t_ends, n_rays):
+    return torch_ops.render_visibility_from_density(
+        t_starts, t_ends, densities, ray_indices, n_rays, early_stop_eps=1e-4, alpha_threshold=1e-2
+    )
+
+
+@pytest.mark.parametrize("first_samples", [1, 16, 48])
+def test_the_kept_samples_are_those_of_one_pass_and_fewer_densities_are_read(first_samples):
+    """Rounds of 1, 1, 2, 4, ... candidates, of 16, 16, 32, ... or of 48, 48, ...: every ray that the ball stops
+    is read only up to the round where it became opaque."""
+    origins, _, ray_indices, t_starts, t_ends, positions = packed_candidates(200, seed=3)
+    n_rays = origins.shape[0]
+    one_pass = RecordingDensity()
+    full = one_pass(positions).reshape(-1)
+    expected = visible(full, ray_indices, t_starts, t_ends, n_rays)
+    assert 0 < int(expected.sum()) < expected.numel() // 2  # the ball stops most rays that reach it
+
+    rounds = RecordingDensity()
+    densities, evaluated = densities_front_to_back(
+        lambda points: rounds(points).reshape(-1), positions, ray_indices, t_starts, t_ends, n_rays, 1e-4, first_samples
+    )
+    assert evaluated is not None and len(rounds.calls) >= 2
+    assert torch.equal(torch.sort(evaluated).values, torch.arange(positions.shape[0])[densities != 0])
+    assert evaluated.numel() < positions.shape[0]
+    assert torch.equal(densities[evaluated], full[evaluated])
+    assert torch.equal(visible(densities, ray_indices, t_starts, t_ends, n_rays), expected)
+    keep = torch.nonzero(expected).reshape(-1)
+    assert torch.equal(rounds.seen[rows_in_call_order(keep, evaluated, positions.shape[0])], positions[keep])
+
+
+def test_a_nan_density_stops_its_ray_in_both_passes():
+    origins, _, ray_indices, t_starts, t_ends, positions = packed_candidates(100, seed=5)
+    n_rays = origins.shape[0]
+    poisoned = RecordingDensity(nan_below_z=-0.3)
+    full = poisoned(positions).reshape(-1)
+    densities, evaluated = densities_front_to_back(
+        lambda points: poisoned(points).reshape(-1), positions, ray_indices, t_starts, t_ends, n_rays, 1e-4, 4
+    )
+    assert evaluated is not None
+    expected = visible(full, ray_indices, t_starts, t_ends, n_rays)
+    assert torch.equal(visible(densities, ray_indices, t_starts, t_ends, n_rays), expected)
+
+
+def test_zero_first_samples_is_one_pass_in_order():
+    origins, _, ray_indices, t_starts, t_ends, positions = packed_candidates(50, seed=7)
+    density = RecordingDensity()
+    densities, evaluated = densities_front_to_back(
+        lambda points: density(points).reshape(-1), positions, ray_indices, t_starts, t_ends, origins.shape[0], 1e-4, 0
+    )
+    assert evaluated is None and len(density.calls) == 1 and torch.equal(density.seen, positions)
+    keep = torch.arange(0, positions.shape[0], 3)
+    assert torch.equal(rows_in_call_order(keep, None, positions.shape[0]), keep)
+
+
+def test_the_sampler_keeps_the_same_samples_and_rows_with_front_to_back_culling():
+    """OccupancySampler.sample: same packed samples with ``culling_first_samples`` on and off, ``density_index``
+    naming each kept sample's row among the points the density function saw, and fewer points seen."""
+    origins, directions, *_ = packed_candidates(300, seed=11)
+    results = {}
+    for first_samples in (0, 16):
+        sampler = OccupancySampler(
+            AABB,
+            resolution=16,
+            backend="torch",
+            marching=MarchingOptions(render_step_size=0.02, culling_first_samples=first_samples),
+        )
+        sampler.grid.binaries.fill_(True)
+        sampler.grid.occs.fill_(1.0)
+        sampler.warmed_up.fill_(True)
+        sampler.train()
+        density = RecordingDensity()
+        samples = sampler.sample(origins, directions, density_fn=density)
+        positions = (
+            origins[samples.ray_indices]
+            + directions[samples.ray_indices] * (0.5 * (samples.t_starts + samples.t_ends))[:, None]
+        )
+        torch.testing.assert_close(density.seen[samples.density_index], positions, rtol=0, atol=1e-6)
+        results[first_samples] = (samples, density.seen.shape[0], sampler.figures())
+    (plain, plain_seen, plain_figures), (culled, culled_seen, culled_figures) = results[0], results[16]
+    assert torch.equal(culled.ray_indices, plain.ray_indices) and torch.equal(culled.t_starts, plain.t_starts)
+    assert culled_seen < plain_seen
+    assert culled_figures["evaluated"] == culled_seen and plain_figures["evaluated"] == plain_figures["candidates"]
+    assert culled_figures["kept"] == plain_figures["kept"] > 0
+
+
+def test_accel_ngp_samples_and_renders_the_same_with_front_to_back_culling(tiny_scene, tmp_path):
+    """The flag reaches the sampler; on one trained model a training batch's samples and raw outputs, and an
+    evaluation render, are the same with it on and off."""
+    trainer = make_trainer(tiny_scene, tmp_path, model={"culling_first_samples": 8})
+    model, sampler = trainer.pipeline.model, trainer.pipeline.model.own_sampler()
+    assert sampler.marching.culling_first_samples == 8
+    run_steps(trainer, 0, 20)
+    sampler.marching.early_stop_eps = 0.9999  # a young field is nowhere near opaque: stop rays at its first haze
+    ray_bundle, _ = trainer.pipeline.datamanager.next_train(20)
+    camera = trainer.pipeline.datamanager.eval_dataset.cameras[0:1]
+    forwards, renders, figures = {}, {}, {}
+    for first_samples in (0, 8):
+        sampler.marching.culling_first_samples = first_samples
+        model.train()
+        torch.manual_seed(1)  # the same stratified jitter
+        with torch.no_grad():
+            forwards[first_samples] = model.sample_and_forward(ray_bundle)
+        figures[first_samples] = sampler.figures()
+        model.eval()
+        renders[first_samples] = model.get_outputs_for_camera(camera)
+    (plain, *plain_raw), (culled, *culled_raw) = forwards[0], forwards[8]
+    assert plain.ray_indices.numel() > 0
+    assert figures[8]["evaluated"] < figures[0]["evaluated"] == figures[0]["candidates"]
+    assert torch.equal(culled.ray_indices, plain.ray_indices) and torch.equal(culled.t_starts, plain.t_starts)
+    for culled_values, plain_values in zip(culled_raw, plain_raw):
+        torch.testing.assert_close(culled_values, plain_values, atol=1e-6, rtol=1e-6)
+    assert renders[0]["accumulation"].max() > 0
+    for key in ("rgb", "accumulation", "depth"):
+        torch.testing.assert_close(renders[8][key], renders[0][key], atol=1e-6, rtol=1e-5)
+
+
+def test_rays_opaque_at_once_are_read_in_the_first_round_only():
+    origins, _, ray_indices, t_starts, t_ends, positions = packed_candidates(60, seed=9)
+    calls: List[torch.Tensor] = []
+
+    def opaque(points: torch.Tensor) -> torch.Tensor:
+        calls.append(points)
+        return torch.full((points.shape[0],), 1e4)
+
+    densities, evaluated = densities_front_to_back(
+        opaque, positions, ray_indices, t_starts, t_ends, origins.shape[0], 1e-4, 2
+    )
+    counts = torch.bincount(ray_indices, minlength=origins.shape[0])
+    assert len(calls) == 1 and evaluated is not None and evaluated.numel() == int(counts.clamp(max=2).sum())
+    kept = visible(densities, ray_indices, t_starts, t_ends, origins.shape[0])
+    assert int(kept.sum()) == int((counts > 0).sum())  # each ray keeps its first candidate only
+    keep = torch.nonzero(kept).reshape(-1)
+    assert torch.equal(calls[0][rows_in_call_order(keep, evaluated, positions.shape[0])], positions[keep])
