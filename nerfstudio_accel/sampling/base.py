@@ -53,9 +53,9 @@ class Sampler(nn.Module, ABC):
     ) -> PackedSamples:
         """Packed samples of the rays (unit ``directions``), between per-ray ``nears``/``fars`` when given.
 
-        ``density_fn`` may be called on candidate points (no graph); a sampler that calls it exactly once
-        per candidate, in order, sets ``PackedSamples.density_index`` so a caller can reuse what it
-        computed there. ``stratified`` jitters the samples (training); without it the result is
+        ``density_fn`` may be called on candidate points (no graph); a sampler that calls it at most once per
+        candidate (every kept sample's point among them) sets ``PackedSamples.density_index`` to their rows in
+        call order, so a caller can reuse what it computed there. ``stratified`` jitters the samples (training); without it the result is
         deterministic. The returned samples hold ``origins`` and ``directions`` as given.
         """
 

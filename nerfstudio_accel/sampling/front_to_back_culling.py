@@ -5,9 +5,9 @@ A marched candidate is kept when the transmittance before it is at least ``early
 least the alpha threshold). Transmittance only falls along a ray, so once a ray's first candidates have brought
 it under ``early_stop_eps``, none of its later candidates can be kept and their densities are not needed.
 Behind a surface that has become opaque, a ray can still cross many occupied cells (a solid object's inside,
-its far side). The skipped candidates get density 0. This cannot make them visible:
-the transmittance before each is at most the ray's transmittance after the candidates read, already under the
-threshold. So the kept samples are those of a single pass over every candidate.
+its far side). The skipped candidates get density 0. This cannot make them visible: the transmittance before
+each is at most the ray's transmittance after the candidates read, already under the threshold. So the kept
+samples are those of a single pass over every candidate.
 """
 
 from __future__ import annotations
@@ -63,8 +63,9 @@ def densities_front_to_back(
         optical_depth.index_add_(0, ray_indices[in_round], depth.clamp(max=torch_ops.OPTICAL_DEPTH_CAP))
         open_rays = torch.exp(-optical_depth) >= early_stop_eps * (1.0 - STOPPED_MARGIN)
         low, high = high, 2 * high
-    evaluated = torch.cat(rounds)
-    return densities, None if evaluated.numel() == n else evaluated
+    if len(rounds) == 1 and rounds[0].numel() == n:  # one round read every candidate, in order
+        return densities, None
+    return densities, torch.cat(rounds)
 
 
 def rows_in_call_order(

@@ -21,7 +21,7 @@ class PackedSamples:
     ``camera_indices``: ``(n_rays,)`` training image of each ray (appearance embeddings), or None;
     ``proposal``: the proposal rounds these samples were drawn through (proposal sampler, full sets only);
     ``density_index``: ``(n_samples,)`` row of each sample among the points the sampler's ``density_fn``
-    was called on, in call order (a sampler that evaluated every candidate once), else None;
+    was called on, in call order (a sampler that evaluated each candidate at most once), else None;
     ``encodings``: ``(n_samples, k)`` the field's no-grad encoding of each sample's position from that
     density pass, which the field reuses as its forward values this step, else None.
     """

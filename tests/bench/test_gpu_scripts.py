@@ -1,6 +1,7 @@
 """The GPU scripts parse and refuse bad use here; benchmarks/step_ops.py counts a step's operators and syncs
-on CPU, benchmarks/step_profile.py reports a step's phases and benchmarks/gradient_checkpointing.py graph
-memory with checkpointing off and on (shapes of the reports and memory only: never timings)."""
+on CPU, benchmarks/step_profile.py reports a step's phases, benchmarks/culling_rounds.py the culling pass's
+counts, and benchmarks/gradient_checkpointing.py graph memory with checkpointing off and on (shapes of the
+reports, counts and memory only: never timings)."""
 
 from __future__ import annotations
 
@@ -85,3 +86,11 @@ def test_gradient_checkpointing_bench_reports_each_setting(tiny_scene, tmp_path)
         plain, checkpointed = results[f"occupancy, 2048, {mining}, off"], results[f"occupancy, 2048, {mining}, on"]
         assert 0 < checkpointed["graph_mib"] < plain["graph_mib"]
     assert "| occupancy | 2048 | on | on |" in report
+
+
+def test_culling_rounds_bench_reads_fewer_densities_and_keeps_the_same_samples(tiny_scene, tmp_path):
+    results, report = run_step_benchmark("culling_rounds.py", tiny_scene, tmp_path, "--first-samples", "0", "4")
+    plain, rounds = results["0"], results["4"]
+    assert plain["evaluated"] == plain["candidates"] > 0 and rounds["evaluated"] <= rounds["candidates"]
+    assert rounds["kept"] == plain["kept"] and rounds["candidates"] == plain["candidates"]
+    assert "| 4 |" in report

@@ -180,3 +180,21 @@ def test_rays_opaque_at_once_are_read_in_the_first_round_only():
     assert int(kept.sum()) == int((counts > 0).sum())  # each ray keeps its first candidate only
     keep = torch.nonzero(kept).reshape(-1)
     assert torch.equal(calls[0][rows_in_call_order(keep, evaluated, positions.shape[0])], positions[keep])
+
+
+def test_rays_that_never_close_are_read_in_every_round_and_their_rows_follow_the_calls():
+    """No ray becomes opaque: every candidate is read, round after round, so the rows are not the candidates'."""
+    origins, _, ray_indices, t_starts, t_ends, positions = packed_candidates(40, seed=13)
+    calls: List[torch.Tensor] = []
+
+    def clear(points: torch.Tensor) -> torch.Tensor:
+        calls.append(points)
+        return torch.full((points.shape[0],), 1e-3)
+
+    densities, evaluated = densities_front_to_back(
+        clear, positions, ray_indices, t_starts, t_ends, origins.shape[0], 1e-4, 2
+    )
+    assert len(calls) > 2 and evaluated is not None and evaluated.numel() == positions.shape[0]
+    assert not torch.equal(evaluated, torch.arange(positions.shape[0]))
+    keep = torch.arange(0, positions.shape[0], 5)
+    assert torch.equal(torch.cat(calls)[rows_in_call_order(keep, evaluated, positions.shape[0])], positions[keep])
