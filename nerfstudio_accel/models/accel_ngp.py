@@ -54,9 +54,6 @@ from nerfstudio_accel.step_phases import phase
 
 logger = logging.getLogger(__name__)
 
-CULLING_FIRST_SAMPLES_CPU = 0
-"""``culling_first_samples`` on CPU, by measurement (docs/benchmarks.md)."""
-
 
 @dataclass
 class AutoCameraOptimizerConfig(CameraOptimizerConfig):
@@ -104,10 +101,10 @@ class AccelNGPModelConfig(AccelModelConfig):
     max_samples_per_ray: Optional[int] = None
     """Occupancy sampler: a ray keeps at most this many samples in occupied cells, front to back (bounds
     the cost of a young, foggy field); default 1024 bounded, 256 contracted; 0: no cap."""
-    culling_first_samples: Optional[int] = None
-    """Occupancy sampler: the culling density pass reads each ray's first N candidates, then the rest only of
-    the rays not yet opaque (the same samples are kept; docs/benchmarks.md has the measurement); 0: every
-    candidate in one pass. Default CULLING_FIRST_SAMPLES_CPU on CPU, 0 on CUDA (not measured there)."""
+    culling_first_samples: int = 0
+    """Occupancy sampler: the culling density pass reads each ray's candidates in rounds of N, N, 2N, 4N, ...,
+    each only for the rays not yet opaque (the same samples are kept, fewer densities are read); 0: every
+    candidate in one pass, the default, as the rounds measured slower on CPU (docs/benchmarks.md)."""
     appearance_embedding_dim: Optional[int] = None
     """Per-image appearance vector fed to the colour MLP (exposure, white balance); evaluation uses the
     mean vector. 0: none. Default 0 without scene contraction (synthetic), 32 with it (captures)."""
@@ -193,8 +190,6 @@ class AccelNGPModelConfig(AccelModelConfig):
             self.grid_resolution = 128 if on_cuda else 64
         if self.num_samples is None:
             self.num_samples = 48 if on_cuda else 32
-        if self.culling_first_samples is None:
-            self.culling_first_samples = 0 if on_cuda else CULLING_FIRST_SAMPLES_CPU
         if self.proposal_samples is None:  # one count per proposal field
             counts = (256, 96) if on_cuda else (128, 64)
             self.proposal_samples = tuple(counts[min(i, 1)] for i in range(len(self.proposal_max_res)))
@@ -307,7 +302,7 @@ class AccelNGPModel(AccelModel):
             alpha_threshold=cfg.alpha_threshold,
             early_stop_eps=cfg.early_stop_eps,
             max_samples_per_ray=cfg.max_samples_per_ray or None,
-            culling_first_samples=cfg.culling_first_samples or 0,
+            culling_first_samples=cfg.culling_first_samples,
         )
         grid_update = GridUpdateOptions(
             every_n_steps=cfg.grid_update_every,

@@ -419,9 +419,10 @@ def test_resume_under_another_precision(tiny_scene, tmp_path, saved_with_scaler)
     assert all(math.isfinite(loss) for loss in losses)
 
 
-def test_autocast_runs_on_the_training_device(tiny_scene):
+def test_autocast_runs_on_the_training_device(tiny_scene, monkeypatch):
     """bf16 on MPS opens autocast on "mps" (an autocast on "cpu" would leave MPS kernels in fp32 while the
-    log says bf16). Built without set-up, so no MPS device is needed."""
+    log says bf16). Built without set-up on a machine that says it has MPS, so no MPS device is needed."""
+    monkeypatch.setattr(torch.backends.mps, "is_available", lambda: True)
     config = resolved_config(tiny_scene, "mps", configure=lambda config: setattr(config, "precision", "bf16"))
     trainer = config.setup(local_rank=0, world_size=1)
     region = trainer.autocast()
