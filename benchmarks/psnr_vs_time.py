@@ -40,6 +40,8 @@ def main(argv: Optional[List[str]] = None) -> int:
         except ValueError:
             parser.exit(2, f"error: OFFSET_S {offset!r} of {results} is not a number of seconds\n")
         curves += curves_of_results(Path(results), label, offset_seconds)
+    if not curves:
+        parser.exit(2, "error: no method in these results has a curve (every run failed); nothing to plot\n")
     plot_curves(curves, args.title, args.out, xlabel="time (s, training only; evaluations excluded)")
     print(f"wrote {args.out} ({len(curves)} curves)")
     return 0

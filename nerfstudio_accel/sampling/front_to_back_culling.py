@@ -42,12 +42,13 @@ def densities_front_to_back(
     first ``first_samples`` candidates, then the next ``first_samples``, the next ``2 * first_samples``, and so
     on, each round only for the rays whose transmittance is still at least ``early_stop_eps``.
     ``first_samples`` 0: one call over every candidate."""
-    if first_samples <= 0 or early_stop_eps <= 0.0:
-        return evaluate(positions), None
     n = ray_indices.shape[0]
+    if first_samples <= 0 or early_stop_eps <= 0.0 or n == 0:
+        return evaluate(positions), None
+    depth_dtype = torch.float64 if torch_ops.supports_float64(positions.device) else torch.float32
     rank = torch.arange(n, device=ray_indices.device) - torch.searchsorted(ray_indices, ray_indices)
     densities = torch.zeros(n, dtype=torch.float32, device=positions.device)
-    optical_depth = torch.zeros(n_rays, dtype=torch.float64, device=positions.device)
+    optical_depth = torch.zeros(n_rays, dtype=depth_dtype, device=positions.device)
     open_rays = torch.ones(n_rays, dtype=torch.bool, device=positions.device)
     rounds: List[Tensor] = []
     low, high = 0, first_samples
@@ -58,7 +59,7 @@ def densities_front_to_back(
         round_densities = evaluate(positions[in_round])
         densities[in_round] = round_densities
         rounds.append(in_round)
-        depth = round_densities.double() * (t_ends[in_round] - t_starts[in_round]).double()
+        depth = round_densities.to(depth_dtype) * (t_ends[in_round] - t_starts[in_round]).to(depth_dtype)
         depth = torch.nan_to_num(depth, nan=torch_ops.OPTICAL_DEPTH_CAP, posinf=torch_ops.OPTICAL_DEPTH_CAP)
         optical_depth.index_add_(0, ray_indices[in_round], depth.clamp(max=torch_ops.OPTICAL_DEPTH_CAP))
         open_rays = torch.exp(-optical_depth) >= early_stop_eps * (1.0 - STOPPED_MARGIN)

@@ -356,9 +356,10 @@ class OccupancySampler(Sampler):
                 self.marching.culling_first_samples,
             )
             threshold = self.effective_alpha_threshold()
-            keep = torch.nonzero(
-                self.visible(ray_indices, t_starts, t_ends, densities, origins.shape[0], threshold)
-            ).reshape(-1)
+            visible = self.visible(ray_indices, t_starts, t_ends, densities, origins.shape[0], threshold)
+            if evaluated is not None:  # kept samples are read ones by construction, whatever the sums' rounding
+                visible &= torch.zeros_like(visible).index_fill_(0, evaluated, True)
+            keep = torch.nonzero(visible).reshape(-1)
         if self.training:
             read = slice(None) if evaluated is None else evaluated
             alphas = 1.0 - torch.exp(-densities[read] * (t_ends[read] - t_starts[read]))

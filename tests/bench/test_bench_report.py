@@ -143,6 +143,12 @@ def test_curves_from_several_results_carry_labels_and_offsets(tmp_path: Path):
     assert done.returncode == 0 and "3 curves" in done.stdout, done.stderr
     with Image.open(tmp_path / "both.png") as image:
         assert image.format == "PNG"
+    failed = summarize_method(MethodSpec.parse("f"), "tiny", [], unsupported="needs a CUDA device")
+    write_outputs(tmp_path / "failed", META, [failed])
+    empty = subprocess.run(
+        command + ["--curve", str(tmp_path / "failed" / "results.json"), "x", "0"], capture_output=True, text=True
+    )
+    assert empty.returncode == 2 and empty.stderr.strip().endswith("nothing to plot")
     missing = subprocess.run(
         command + ["--curve", str(tmp_path / "none.json"), "x", "0"], capture_output=True, text=True
     )

@@ -198,3 +198,19 @@ def test_rays_that_never_close_are_read_in_every_round_and_their_rows_follow_the
     assert not torch.equal(evaluated, torch.arange(positions.shape[0]))
     keep = torch.arange(0, positions.shape[0], 5)
     assert torch.equal(torch.cat(calls)[rows_in_call_order(keep, evaluated, positions.shape[0])], positions[keep])
+
+
+def test_devices_without_float64_sum_in_float32_and_keep_the_same_samples(monkeypatch):
+    """MPS has no float64: the rounds' optical depths are float32 there."""
+    monkeypatch.setattr(torch_ops, "supports_float64", lambda device: False)
+    origins, _, ray_indices, t_starts, t_ends, positions = packed_candidates(120, seed=17)
+    density = RecordingDensity()
+    full = density(positions).reshape(-1)
+    densities, evaluated = densities_front_to_back(
+        lambda points: density(points).reshape(-1), positions, ray_indices, t_starts, t_ends, origins.shape[0], 1e-4, 16
+    )
+    assert evaluated is not None and evaluated.numel() < positions.shape[0]
+    n_rays = origins.shape[0]
+    assert torch.equal(
+        visible(densities, ray_indices, t_starts, t_ends, n_rays), visible(full, ray_indices, t_starts, t_ends, n_rays)
+    )
