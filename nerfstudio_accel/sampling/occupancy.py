@@ -76,9 +76,9 @@ class MarchingOptions:
     max_samples_per_ray: Optional[int] = None
     """Keep at most this many marched samples per ray, front to back (None: no cap)."""
     culling_first_samples: int = 0
-    """The culling density pass reads each ray's first this-many candidates, then the rest only of rays whose
-    transmittance is still at least ``early_stop_eps`` (:mod:`~nerfstudio_accel.sampling.front_to_back_culling`;
-    the same samples are kept); 0: every candidate in one pass."""
+    """The culling density pass reads each ray's candidates in rounds of this many, as many, then doubling, each
+    round only for rays whose transmittance is still at least ``early_stop_eps``
+    (:mod:`~nerfstudio_accel.sampling.front_to_back_culling`; the same samples are kept); 0: one pass."""
 
     @property
     def culls(self) -> bool:
