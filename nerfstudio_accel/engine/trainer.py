@@ -129,9 +129,10 @@ class AccelTrainerConfig(TrainerConfig):
         self.use_grad_scaler = self.precision == "fp16" or self.pipeline.model.uses_tcnn()
 
     def save_config(self) -> None:
-        """nerfstudio's config.yml, written after :meth:`resolve` (ns-train's entry into this package: a
-        problem exits with one line)."""
+        """nerfstudio's config.yml, written after the device check and :meth:`resolve` (ns-train's entry into
+        this package, before its launcher starts any rank: a problem exits with one line)."""
         with one_line_exit():
+            require_device(self.machine.device_type)
             self.resolve()
         super().save_config()
 

@@ -16,9 +16,16 @@ from nerfstudio.data.dataparsers.blender_dataparser import BlenderDataParserConf
 
 from accel_test_helpers import make_trainer, run_steps
 from nerfstudio_accel.data.scene_checks import SceneFacts
+from nerfstudio_accel.engine import trainer as trainer_module
 from nerfstudio_accel.engine.trainer import AccelTrainerConfig
 from nerfstudio_accel.errors import BackendUnavailable
 from nerfstudio_accel.methods import accel_nerfacto, accel_ngp
+
+
+@pytest.fixture(autouse=True)
+def machine_with_every_device(monkeypatch):
+    """This CPU machine stands in for one with a CUDA GPU and MPS: ns-train checks the device before it saves."""
+    monkeypatch.setattr(trainer_module, "require_device", lambda device_type: None)
 
 
 def saved_config(method_config: AccelTrainerConfig, device_type: str, tmp_path, scene) -> AccelTrainerConfig:

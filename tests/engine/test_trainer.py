@@ -69,6 +69,17 @@ def test_a_device_this_machine_lacks_is_refused_in_one_line(tiny_scene, tmp_path
     assert message.endswith("train with --machine.device-type cpu") and "\n" not in message
 
 
+def test_multi_gpu_training_without_cuda_is_refused_before_the_launcher(tiny_scene, tmp_path, monkeypatch):
+    """ns-train saves config.yml before its launcher starts the ranks, whose workers assert CUDA with a trace."""
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    config = build_trainer_config("accel-ngp", tiny_scene, "cpu", BlenderDataParserConfig(), output_dir=tmp_path)
+    config.machine.device_type, config.machine.num_devices = "cuda", 2
+    with pytest.raises(SystemExit) as refusal:
+        config.save_config()
+    assert str(refusal.value).startswith("error: --machine.device-type cuda: torch finds no such device")
+    assert not config.get_base_dir().exists()
+
+
 def test_bf16_on_cpu_trains_with_fp32_rendering_and_weights(tiny_scene, tmp_path):
     """bf16 autocast covers the field (its raw outputs are bf16), the renderer's outputs are fp32,
     master weights stay fp32, and the loss goes down."""
