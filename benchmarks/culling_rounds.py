@@ -13,7 +13,6 @@ forward that a mined step scores with, under a :class:`~nerfstudio_accel.step_ph
 
 from __future__ import annotations
 
-import sys
 import tempfile
 from pathlib import Path
 from typing import Dict, Optional, Sequence
@@ -75,7 +74,6 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
         trainer = warmed_up_trainer(args, "occupancy", flags, Path(output_dir))
         results = time_rounds(trainer, args.warmup, args.steps, args.first_samples)
         trainer.pipeline.datamanager.close()
-    print(f"{results}", file=sys.stderr)
     write_report(
         markdown(results, command, args.device), {str(value): row for value, row in results.items()}, command, args
     )

@@ -55,8 +55,9 @@ class Sampler(nn.Module, ABC):
 
         ``density_fn`` may be called on candidate points (no graph); a sampler that calls it at most once per
         candidate (every kept sample's point among them) sets ``PackedSamples.density_index`` to their rows in
-        call order, so a caller can reuse what it computed there. ``stratified`` jitters the samples (training); without it the result is
-        deterministic. The returned samples hold ``origins`` and ``directions`` as given.
+        call order, so a caller can reuse what it computed there. ``stratified`` jitters the samples
+        (training); without it the result is deterministic. The returned samples hold ``origins`` and
+        ``directions`` as given.
         """
 
     @abstractmethod

@@ -206,9 +206,13 @@ def test_devices_without_float64_sum_in_float32_and_keep_the_same_samples(monkey
     origins, _, ray_indices, t_starts, t_ends, positions = packed_candidates(120, seed=17)
     density = RecordingDensity()
     full = density(positions).reshape(-1)
+    exp, depth_dtypes = torch.exp, []
+    monkeypatch.setattr(torch, "exp", lambda x: depth_dtypes.append(x.dtype) or exp(x))
     densities, evaluated = densities_front_to_back(
         lambda points: density(points).reshape(-1), positions, ray_indices, t_starts, t_ends, origins.shape[0], 1e-4, 16
     )
+    monkeypatch.setattr(torch, "exp", exp)
+    assert depth_dtypes and set(depth_dtypes) == {torch.float32}  # the rounds' transmittance, never float64
     assert evaluated is not None and evaluated.numel() < positions.shape[0]
     n_rays = origins.shape[0]
     assert torch.equal(
