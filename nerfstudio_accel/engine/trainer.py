@@ -12,7 +12,8 @@ checkpoints and resume that stops at ``--max-num-iterations``.
 - Every ``auto`` choice (precision, the pipeline's and model's defaults from the device and the scene) is
   resolved once, from ``--machine.device-type`` and the scene folder, before nerfstudio writes config.yml
   (:meth:`AccelTrainerConfig.resolve`), so the saved config rebuilds the same model on any device
-  (``ns-eval`` picks CUDA whenever it exists). The trainer only asserts it was.
+  (``ns-eval`` picks CUDA whenever it exists). A config built in code and given to nerfstudio's
+  ``train_loop`` (never saved) is resolved where the trainer is made, before anything is built.
 - A step whose loss or gradients are not finite is skipped: no optimizer or scheduler step, so
   parameters and optimizer state are untouched. Skips are counted and logged; after
   ``--max-consecutive-skips`` in a row training stops with one line naming the step and the last
@@ -209,7 +210,8 @@ class AccelTrainer(Trainer):
             )
         with one_line_exit():
             require_device(config.machine.device_type)
-            config.pipeline.model.require_resolved()
+            if not config.pipeline.model.resolved:  # built in code and given to train_loop: never saved
+                config.resolve()
         super().__init__(config, local_rank, world_size)
         device_type = str(self.device).split(":")[0]
         self.precision: Literal["fp32", "fp16", "bf16"] = config.precision  # type: ignore[assignment]

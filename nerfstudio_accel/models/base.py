@@ -73,8 +73,9 @@ class AccelModelConfig(ModelConfig):
         """Raise :class:`~nerfstudio_accel.errors.ConfigError` unless :meth:`resolve` ran."""
         if not self.resolved:
             raise ConfigError(
-                f"this {type(self).__name__} was never resolved: a config.yml from before nerfstudio-accel 0.2, or a "
-                f"config built by hand; retrain with ns-train, or build it with nerfstudio_accel.engine.build.build_trainer_config"
+                f"this {type(self).__name__} was never resolved: a config.yml written before nerfstudio-accel resolved "
+                f"its choices, or a config opened without training; retrain with ns-train, or call "
+                f"AccelTrainerConfig.resolve() first"
             )
 
     def reads_alpha(self) -> bool:

@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import copy
-
-import pytest
 import yaml
 from nerfstudio.data.dataparsers.blender_dataparser import BlenderDataParserConfig
 
@@ -41,14 +38,3 @@ def test_building_and_training_change_nothing_in_a_resolved_config(tiny_scene, t
     trainer.setup()
     run_steps(trainer, 0, 2)
     assert resolved_part(config) == resolved
-
-
-def test_an_unresolved_config_is_refused_in_one_line(tiny_scene, tmp_path):
-    config = copy.deepcopy(accel_ngp.config)
-    config.machine.device_type, config.output_dir = "cpu", tmp_path
-    config.pipeline.datamanager.dataparser = BlenderDataParserConfig(data=tiny_scene)
-    with pytest.raises(
-        SystemExit, match=r"^error: this AccelNGPModelConfig was never resolved.*build_trainer_config"
-    ) as refused:
-        config.setup(local_rank=0, world_size=1)
-    assert "\n" not in str(refused.value)
