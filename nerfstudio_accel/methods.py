@@ -3,7 +3,8 @@
 nerfstudio loads every ``nerfstudio.method_configs`` entry point when ``ns-train`` starts and does
 not guard the import, so an error here would take down ``ns-train`` for every method. Each spec is
 therefore built inside a guard: on failure the entry point yields an :class:`UnavailableMethod`,
-which nerfstudio skips with a one-line warning, and its own methods keep working. Loading it also makes
+which nerfstudio skips with a one-line warning, and its own methods keep working; so does a library older
+than this package's floors (:mod:`~nerfstudio_accel.version_floors`). Loading it also makes
 nerfstudio's tools print this package's user errors as one line (:func:`~nerfstudio_accel.errors.install_exit_hook`).
 """
 
@@ -14,24 +15,32 @@ from typing import Callable, Union
 
 from nerfstudio.plugins.types import MethodSpecification
 
-from nerfstudio_accel.errors import install_exit_hook
+from nerfstudio_accel.errors import AccelError, install_exit_hook
+from nerfstudio_accel.version_floors import check_version_floors
 
 install_exit_hook()
 
 
 class UnavailableMethod:
-    """Stands in for a method whose code failed to import; its repr is the one-line reason."""
+    """Stands in for a method whose code failed to import or whose libraries are too old; its repr is the
+    one-line reason."""
 
     def __init__(self, name: str, error: BaseException) -> None:
         self.name = name
+        self.user_error = isinstance(error, AccelError)
         self.reason = "".join(traceback.format_exception_only(type(error), error)).strip().splitlines()[-1]
+        if self.user_error:
+            self.reason = str(error)
 
     def __repr__(self) -> str:
+        if self.user_error:
+            return f"<{self.name} unavailable: {self.reason}>"
         return f"<{self.name} unavailable: nerfstudio-accel failed to import ({self.reason})>"
 
 
 def _guarded(name: str, build: Callable[[], MethodSpecification]) -> Union[MethodSpecification, UnavailableMethod]:
     try:
+        check_version_floors()
         return build()
     except Exception as error:  # any import-time failure must not escape into ns-train
         return UnavailableMethod(name, error)

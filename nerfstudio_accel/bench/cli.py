@@ -35,6 +35,7 @@ from nerfstudio_accel.bench.configs import (
     unsupported_reason,
 )
 from nerfstudio_accel.bench.report import summarize_method, write_outputs
+from nerfstudio_accel.version_floors import UnsupportedVersion, check_version_floors
 
 OUTPUT_FILES = ("results.json", "results.md", "psnr_vs_time.png")
 
@@ -316,8 +317,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     args = parse_arguments(argv)
     try:
+        check_version_floors()
         plan = prepare(args, argv)
-    except BenchError as error:
+    except (BenchError, UnsupportedVersion) as error:
         print(f"ns-accel-bench: error: {error}", file=sys.stderr)
         return 2
     try:
