@@ -46,6 +46,7 @@ from nerfstudio.utils.decorators import check_main_thread, check_viewer_enabled
 from nerfstudio.utils.rich_utils import CONSOLE
 
 from nerfstudio_accel import distributed
+from nerfstudio_accel.engine.resume_checks import check_resumable
 from nerfstudio_accel.engine.warm_start import warm_start
 from nerfstudio_accel.errors import AccelError, CheckpointError, ConfigError, exit_message
 from nerfstudio_accel.pipelines.accel_pipeline import AccelPipeline, AccelPipelineConfig
@@ -455,18 +456,16 @@ class AccelTrainer(Trainer):
         if not Path(path).is_file():
             raise CheckpointError(f"checkpoint {path} does not exist; check --load-checkpoint")
         state = torch.load(path, map_location="cpu")
+        check_resumable(self.pipeline.model, self.config, Path(path), state["pipeline"])
         self._start_step = state["step"] + 1
+        self.pipeline.load_pipeline(state["pipeline"], state["step"])
         try:
-            self.pipeline.load_pipeline(state["pipeline"], state["step"])
-        except RuntimeError as error:
-            mismatch = next((line.strip() for line in str(error).splitlines() if "size mismatch" in line), None)
-            if mismatch is None:
-                raise
+            self.optimizers.load_optimizers(state["optimizers"])
+        except (KeyError, ValueError) as error:
             raise CheckpointError(
-                f"checkpoint {path} was trained with other model sizes than this run's ({mismatch}); resume with "
-                f"the sizes in that run's config.yml (e.g. --pipeline.model.log2-hashmap-size, --pipeline.model.grid-resolution)"
+                f"the optimizer state in {path} does not fit this run's parameter groups ({error!r}); resume "
+                f"with the optimizer settings of the run that saved it"
             ) from None
-        self.optimizers.load_optimizers(state["optimizers"])
         if "schedulers" in state and self.config.load_scheduler:
             self.optimizers.load_schedulers(state["schedulers"])
         self._load_scaler(state.get("scalers", {}))

@@ -124,10 +124,12 @@ def test_tcnn_model_where_tcnn_cannot_run_says_what_to_do(tiny_scene):
 
 
 def test_resume_with_other_model_sizes_says_which_in_one_line(tiny_scene, tmp_path):
-    """Resuming a CPU run (2^15 table) with a config of other sizes (say a GPU's 2^19) stops in one line."""
-    first = make_trainer(tiny_scene, tmp_path / "a")
+    """Resuming a CPU run (2^15 table) with a config of other sizes (say a GPU's 2^19) stops in one line naming
+    the flag, from the config.yml ns-train saved beside the checkpoints."""
+    first = make_trainer(tiny_scene, tmp_path / "a", setup=False, resolve=False)
+    first.setup()
     first.save_checkpoint(0)
     with pytest.raises(SystemExit) as stopped:
         make_trainer(tiny_scene, tmp_path / "b", model={"log2_hashmap_size": 19}, load_dir=first.checkpoint_dir)
     message = str(stopped.value)
-    assert "\n" not in message and "size mismatch" in message and "--pipeline.model.log2-hashmap-size" in message
+    assert "\n" not in message and "--pipeline.model.log2-hashmap-size 15 (this run: 19)" in message
