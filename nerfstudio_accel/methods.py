@@ -11,6 +11,7 @@ nerfstudio's tools print this package's user errors as one line (:func:`~nerfstu
 from __future__ import annotations
 
 import traceback
+import warnings
 from typing import Callable, Union
 
 from nerfstudio.plugins.types import MethodSpecification
@@ -19,6 +20,10 @@ from nerfstudio_accel.errors import AccelError, install_exit_hook
 from nerfstudio_accel.version_floors import check_version_floors
 
 install_exit_hook()
+# nerfstudio 1.1's cameras index tensors with lists, which torch >= 2.9 warns about on every run (harmless there)
+warnings.filterwarnings(
+    "ignore", message="Using a non-tuple sequence for multidimensional indexing", module=r"nerfstudio\.cameras\."
+)
 
 
 class UnavailableMethod:

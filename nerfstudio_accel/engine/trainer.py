@@ -33,6 +33,7 @@ import contextlib
 import functools
 import os
 import time
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Literal, Optional, Type
@@ -139,6 +140,30 @@ class AccelTrainerConfig(TrainerConfig):
         super().save_config()
 
 
+CPU_MIXED_PRECISION_NOTE = "Mixed precision is disabled for CPU training."
+"""What nerfstudio's Trainer prints on every CPU run, whatever the precision (this trainer prints its own)."""
+
+
+@contextlib.contextmanager
+def nerfstudio_precision_notes_silenced():
+    """Within: nerfstudio's Trainer set-up says nothing of precision. It prints :data:`CPU_MIXED_PRECISION_NOTE`
+    (wrong for bf16) and builds a CUDA-only GradScaler, which warns when deprecated or off CUDA; the accel
+    trainer replaces the scaler and prints one line of its own."""
+    console_print = CONSOLE.print
+
+    def without_the_note(*objects, **kwargs):
+        if objects != (CPU_MIXED_PRECISION_NOTE,):
+            console_print(*objects, **kwargs)
+
+    CONSOLE.print = without_the_note  # type: ignore[method-assign]
+    try:
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=r".*GradScaler")
+            yield
+    finally:
+        CONSOLE.print = console_print  # type: ignore[method-assign]
+
+
 @contextlib.contextmanager
 def one_line_exit():
     """Turn an :class:`~nerfstudio_accel.errors.AccelError` into a one-line exit (at ns-train's entries)."""
@@ -213,7 +238,8 @@ class AccelTrainer(Trainer):
             require_device(config.machine.device_type)
             if not config.pipeline.model.resolved:  # built in code and given to train_loop: never saved
                 config.resolve()
-        super().__init__(config, local_rank, world_size)
+        with nerfstudio_precision_notes_silenced():
+            super().__init__(config, local_rank, world_size)
         device_type = str(self.device).split(":")[0]
         self.precision: Literal["fp32", "fp16", "bf16"] = config.precision  # type: ignore[assignment]
         self.autocast_device = device_type
@@ -221,6 +247,9 @@ class AccelTrainer(Trainer):
         self.grad_scaler = torch.amp.GradScaler(device_type, enabled=self.use_grad_scaler)
         self.skipped_steps = 0
         self.consecutive_skips = 0
+        self.stepped = False
+        """Whether an optimizer step was taken in this process: until then, with loss scaling, skipped steps with a
+        finite loss calibrate the scale (said once, not per step)."""
         self.last_checkpoint: Optional[Path] = None
         self.training_viewer: Optional[TrainingViewer] = None
         scaling = " with loss scaling" if self.use_grad_scaler else ""
@@ -321,8 +350,10 @@ class AccelTrainer(Trainer):
             finite = self._optimizer_step(step, loss, groups, losses_finite, metrics_dict)
         metrics_dict["skipped_steps"] = torch.tensor(self.skipped_steps)
         if not finite:
-            self._on_skipped_step(step)
-        return loss.detach(), loss_dict, metrics_dict
+            self._on_skipped_step(
+                step, calibrating=self.use_grad_scaler and not self.stepped and loss.isfinite().item()
+            )
+        return loss.detach(), {name: value.detach() for name, value in loss_dict.items()}, metrics_dict
 
     def _optimizer_step(
         self, step: int, loss: torch.Tensor, groups: List[str], losses_finite: bool, metrics_dict
@@ -354,6 +385,11 @@ class AccelTrainer(Trainer):
             self.grad_scaler.update()
         if finite and stepping:
             self.optimizers.scheduler_step_all(step)
+            if not self.stepped and self.skipped_steps and distributed.rank() == 0:
+                CONSOLE.print(
+                    f"Loss scale calibrated: {self.grad_scaler.get_scale():g} after {self.skipped_steps} skipped steps"
+                )
+            self.stepped = True
         return finite
 
     def _share_gradients(self, loss: torch.Tensor, groups: List[str]) -> bool:
@@ -387,12 +423,19 @@ class AccelTrainer(Trainer):
         grads = [p.grad for g in groups for p in self.optimizers.parameters[g] if p.grad is not None]
         return bool(torch.isfinite(torch.stack([t.sum(dtype=torch.float32) for t in (loss, *grads)])).all())
 
-    def _on_skipped_step(self, step: int) -> None:
+    def _on_skipped_step(self, step: int, calibrating: bool) -> None:
+        """Say so (once for the loss scale's calibration: a finite loss whose scaled gradients overflow before the
+        first step), and stop after ``--max-consecutive-skips`` in a row."""
         last = str(self.last_checkpoint) if self.last_checkpoint is not None else "none saved yet"
         if distributed.rank() == 0:  # every rank skips the same steps (they agree in the gradient all-reduce)
-            CONSOLE.print(
-                f"[yellow]step {step}: non-finite loss or gradients, step skipped ({self.consecutive_skips} in a row)"
-            )
+            if not calibrating:
+                CONSOLE.print(
+                    f"[yellow]step {step}: non-finite loss or gradients, step skipped ({self.consecutive_skips} in a row)"
+                )
+            elif self.skipped_steps == 1:
+                CONSOLE.print(
+                    "Calibrating the loss scale: steps whose scaled gradients overflow are skipped until it fits"
+                )
         if self.consecutive_skips >= self.config.max_consecutive_skips:
             raise TrainingStopped(
                 f"error: training stopped at step {step} after {self.consecutive_skips} consecutive steps with "
