@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
-from typing import Any, Dict, Iterator, List, Optional, Tuple
+from typing import Any, Dict, Iterator, List, Tuple
 
-import yaml
 from nerfstudio.engine.trainer import TrainerConfig
 from torch import Tensor, nn
 
+from nerfstudio_accel.engine.run_folder import run_config
 from nerfstudio_accel.errors import CheckpointError
 
 MODEL_PREFIX = "_model."
@@ -34,29 +34,20 @@ def model_tensors(pipeline_state: Dict[str, Tensor]) -> Dict[str, Tensor]:
     return tensors
 
 
-def run_config_of(checkpoint: Path) -> Optional[TrainerConfig]:
-    """The config of the run that saved ``checkpoint``: ``config.yml`` beside its checkpoint folder (or in it);
-    None when there is none or it does not load here (another version's classes)."""
-    for path in (checkpoint.parent.parent / "config.yml", checkpoint.parent / "config.yml"):
-        if path.is_file():
-            try:
-                return yaml.load(path.read_text(), Loader=yaml.Loader)
-            except Exception:  # noqa: BLE001 - a config this install cannot rebuild tells nothing
-                return None
-    return None
-
-
 def flag_values(config: Any, prefix: str) -> Iterator[Tuple[str, Any]]:
     """``(--flag.name, value)`` of every leaf field of a (nested) dataclass config, as tyro names them."""
-    for field in dataclasses.fields(config):
-        if field.name in STATELESS_MODEL_FIELDS:
+    yield from _leaves(dataclasses.asdict(config), prefix)
+
+
+def _leaves(fields: Dict[str, Any], prefix: str) -> Iterator[Tuple[str, Any]]:
+    for name, value in fields.items():
+        if name in STATELESS_MODEL_FIELDS:
             continue
-        value = getattr(config, field.name)
-        name = f"{prefix}.{field.name.replace('_', '-')}"
-        if dataclasses.is_dataclass(value) and not isinstance(value, type):
-            yield from flag_values(value, name)
+        flag = f"{prefix}.{name.replace('_', '-')}"
+        if isinstance(value, dict):
+            yield from _leaves(value, flag)
         else:
-            yield name, value
+            yield flag, value
 
 
 def shown(value: Any) -> str:
@@ -95,7 +86,8 @@ def check_resumable(
     mismatches = tensor_differences(model, model_tensors(pipeline_state))
     if not mismatches:
         return
-    source = run_config_of(checkpoint)
+    run = run_config(checkpoint)
+    source = run[0] if run is not None else None
     if source is not None and source.method_name != config.method_name:
         raise CheckpointError(
             f"{checkpoint} is a checkpoint of {source.method_name}, not {config.method_name}; "

@@ -1,54 +1,133 @@
 """Warm start: a run's model begins from another run's tensors (``--pipeline.model.init-from PATH``).
 
-Network tensors (everything inside one of nerfstudio's ``MLP`` modules) load from any run whose names and
-shapes match: they hold what a radiance field learns in general. Scene tensors (hash tables, occupancy grids,
-per-image embeddings and pose corrections, the scene box) describe one scene, so they load only from a run
-trained on the same data folder, e.g. a low-resolution run as the start of a full-resolution one. The
-optimizer, schedulers and step count start fresh.
+- **Networks** (every tensor inside one of nerfstudio's ``MLP`` modules) load alone, from any run whose names
+  and shapes match: they hold what a radiance field learns in general.
+- **Scene tensors** (hash tables, occupancy grids, per-image embeddings and pose corrections, scene boxes)
+  load only from a run on the same scene (:func:`scene_match`): the same camera files, else the same folder.
+- **Groups**: the tensors of a module with persistent buffers of its own describe one structure together
+  (networks inside it aside), so they load whole or not at all. In accel-ngp: the occupancy sampler (nerfacc's
+  grid resolution, boxes, occupancies and bits, and the sampler's warm-up flag), the hash-grid field (its box
+  and table) and each proposal field (likewise); in accel-nerfacto the field (box, hash sizes, table,
+  appearance embedding) and each proposal network. A group loads when each of its tensors is in the
+  checkpoint with its shape, its buffers that describe the structure (:data:`STRUCTURE_BUFFERS`) hold the
+  same values, and, when it holds a hash table, the source's config.yml gives the same hash-grid sizes
+  (:data:`HASH_GRID_SIZES`, any of them for every table: another ``max_res`` may keep a table's length and
+  move every level's cells). A group without parameters (the occupancy grid) summarises the field: it loads
+  only when every learned tensor does.
+
+A checkpoint of which no learned tensor (a parameter outside the camera optimizer) would load is refused:
+buffers, scene boxes and pose corrections alone are a cold start. The optimizer, schedulers and step count
+start fresh.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Dict, List, Optional, Set
+from typing import Any, Dict, List, Optional, Set, Tuple
 
 import torch
-import yaml
+from nerfstudio.cameras.camera_optimizers import CameraOptimizer
+from nerfstudio.field_components.encodings import HashEncoding
 from nerfstudio.field_components.mlp import MLP
 from torch import Tensor, nn
 
+from nerfstudio_accel.data.scene_identity import scene_fingerprint
+from nerfstudio_accel.encodings.hash_encoding import MultiresHashEncoding
+from nerfstudio_accel.engine.run_folder import run_config
 from nerfstudio_accel.errors import CheckpointError
+from nerfstudio_accel.pipelines.accel_pipeline import AccelPipelineConfig
 
 CHECKPOINT_FOLDER = "nerfstudio_models"
 MODEL_PREFIX = "_model."
 """The pipeline's key prefix of its model's tensors in a checkpoint."""
 
+STRUCTURE_BUFFERS = frozenset({"aabb", "aabbs", "resolution", "max_res", "num_levels", "log2_hashmap_size"})
+"""Last names of the buffers that describe a structure (its box, resolution, hash sizes), not what it learned."""
+
+HASH_GRID_SIZES = (
+    "num_levels",
+    "base_res",
+    "max_res",
+    "log2_hashmap_size",
+    "features_per_level",
+    "proposal_max_res",
+    "proposal_log2_hashmap_size",
+    "proposal_net_args_list",
+)
+"""Model config fields (accel-ngp's and nerfacto's) that lay out the hash tables' levels."""
+
+
+@dataclass(frozen=True)
+class SceneMatch:
+    """Whether a source run trained on this run's scene, and how that was told (for the console line)."""
+
+    same: bool
+    by: str
+
+
+@dataclass(frozen=True)
+class TensorGroup:
+    """State-dict names of one module's tensors that load whole or not at all (see the module docstring)."""
+
+    module: str
+    kind: str
+    names: List[str]
+    structure: List[str]
+    """The group's buffers that describe the structure (:data:`STRUCTURE_BUFFERS`)."""
+    learned: bool
+    """Whether it holds a learned tensor; a group without one summarises the learned ones."""
+    hash_table: bool
+
 
 @dataclass
 class WarmStartReport:
-    """What :func:`warm_start` loaded and skipped (with why), for one line on the console."""
+    """What :func:`warm_start` loaded and skipped (with why), tensor by tensor and group by group."""
 
     checkpoint: Path
     step: int
-    same_scene: bool
+    scene: SceneMatch
     loaded: List[str] = field(default_factory=list)
     skipped: Dict[str, str] = field(default_factory=dict)
+    groups: Dict[str, Tuple[str, Optional[str]]] = field(default_factory=dict)
+    """Each group's module path: its module's class name, and None when carried whole, else why not."""
+
+    @property
+    def same_scene(self) -> bool:
+        return self.scene.same
+
+    def scene_phrase(self) -> str:
+        """``same scene (how told)`` or ``another scene (how told): networks only``."""
+        if self.scene.same:
+            return f"same scene ({self.scene.by})"
+        return f"another scene ({self.scene.by}): networks only"
 
     def line(self) -> str:
-        scene = "same scene" if self.same_scene else "another scene: networks only"
+        """One console line: the source, the scene, tensors loaded, skipped tensors by reason, groups."""
+        group_reasons = {_in_group(module) for module in self.groups}
         reasons: Dict[str, List[str]] = {}
         for name, reason in self.skipped.items():
-            reasons.setdefault(reason, []).append(name)
+            if reason not in group_reasons:  # said by the group's clause
+                reasons.setdefault(reason, []).append(name)
         skipped = "; ".join(
             f"{len(names)} {reason} ({', '.join(names[:3])}{', ...' if len(names) > 3 else ''})"
             for reason, names in reasons.items()
         )
+        carried = [f"{module} ({kind})" for module, (kind, why) in self.groups.items() if why is None]
+        missed = [f"{module} ({kind}: {why})" for module, (kind, why) in self.groups.items() if why is not None]
         return (
-            f"Warm start from {self.checkpoint} (step {self.step}, {scene}): loaded {len(self.loaded)} tensors"
+            f"Warm start from {self.checkpoint} (step {self.step}, {self.scene_phrase()}): "
+            f"loaded {len(self.loaded)} tensors"
             + (f", skipped {skipped}" if skipped else "")
+            + (f"; carried whole: {', '.join(carried)}" if carried else "")
+            + (f"; not carried: {', '.join(missed)}" if missed else "")
             + "; fresh optimizer"
         )
+
+
+def _in_group(module: str) -> str:
+    """The skip reason of a tensor whose group (of module path ``module``) was not carried."""
+    return f"of group {module}"
 
 
 def checkpoint_of(path: Path) -> Path:
@@ -66,19 +145,43 @@ def checkpoint_of(path: Path) -> Path:
     )
 
 
-def data_folder_of_run(checkpoint: Path) -> Optional[Path]:
-    """The data folder the checkpoint's run trained on, from the ``config.yml`` beside its checkpoint folder;
-    None when there is no readable one."""
-    for config_path in (checkpoint.parent.parent / "config.yml", checkpoint.parent / "config.yml"):
-        if config_path.is_file():
-            try:
-                config = yaml.load(config_path.read_text(), Loader=yaml.Loader)
-                datamanager = config.pipeline.datamanager
-                data = datamanager.data or datamanager.dataparser.data
-            except Exception:  # noqa: BLE001 - another version's config: the scene is unknown, networks still load
-                return None
-            return Path(data) if data is not None else None
-    return None
+def scene_match(run: Optional[Tuple[Any, Path]], data: Path) -> SceneMatch:
+    """Whether the source ``run`` (:func:`run_config`) trained on scene ``data``: by the camera-file fingerprints
+    when its config.yml recorded one and ``data`` has camera files, else by the recorded absolute path; a run saved
+    before either was recorded, by its ``--data``, a relative one taken from the folder it ran in (its run
+    folder less ``output_dir/experiment_name/method_name/timestamp``) or, where that cannot be told, from
+    this working directory."""
+    if run is None:
+        return SceneMatch(False, "no readable config.yml beside it")
+    config, run_folder = run
+    here = Path(data).resolve()
+    try:
+        pipeline = config.pipeline
+        recorded_path = pipeline.scene_path if isinstance(pipeline, AccelPipelineConfig) else None
+        recorded_fingerprint = pipeline.scene_fingerprint if isinstance(pipeline, AccelPipelineConfig) else None
+        source_data = pipeline.datamanager.data or pipeline.datamanager.dataparser.data
+        base_dir = config.get_base_dir()
+    except Exception:  # noqa: BLE001 - another tool's config: the scene is unknown, networks still load
+        return SceneMatch(False, "its config.yml names no scene")
+    fingerprint = scene_fingerprint(here) if recorded_fingerprint is not None else None
+    if fingerprint is not None:
+        same = fingerprint == recorded_fingerprint
+        return SceneMatch(same, "same camera files" if same else "other camera files")
+    if recorded_path is not None:
+        same = Path(recorded_path) == here
+        return SceneMatch(same, "same folder" if same else "another folder")
+    if source_data is None:
+        return SceneMatch(False, "its config.yml names no scene")
+    source_data = Path(source_data)
+    if source_data.is_absolute():
+        same = source_data.resolve() == here
+        return SceneMatch(same, "same folder" if same else "another folder")
+    parts = base_dir.parts
+    if not base_dir.is_absolute() and run_folder.parts[-len(parts) :] == parts:
+        ran_in, by = Path(*run_folder.parts[: -len(parts)]), "its relative --data, from the folder it ran in"
+    else:
+        ran_in, by = Path.cwd(), "its relative --data, from this working directory"
+    return SceneMatch((ran_in / source_data).resolve() == here, by)
 
 
 def network_tensor_names(model: nn.Module) -> Set[str]:
@@ -91,9 +194,54 @@ def network_tensor_names(model: nn.Module) -> Set[str]:
     return names
 
 
-def warm_start(model: nn.Module, init_from: Path, data: Optional[Path]) -> WarmStartReport:
-    """Copy into ``model``, in place, the tensors of ``init_from``'s checkpoint (see the module docstring) whose
-    names and shapes match; ``data``: this run's data folder, which decides whether scene tensors load."""
+def learned_tensor_names(model: nn.Module) -> Set[str]:
+    """Names of ``model``'s trainable, non-empty parameters outside its camera optimizer."""
+    pose_parameters = {
+        id(parameter)
+        for module in model.modules()
+        if isinstance(module, CameraOptimizer)
+        for parameter in module.parameters()
+    }
+    return {
+        name
+        for name, parameter in model.named_parameters(remove_duplicate=False)
+        if parameter.requires_grad and parameter.numel() > 0 and id(parameter) not in pose_parameters
+    }
+
+
+def tensor_groups(model: nn.Module) -> List[TensorGroup]:
+    """The groups of ``model``'s state-dict tensors: one per outermost module with persistent buffers of its
+    own, holding every tensor under it but its networks' (see the module docstring)."""
+    state = model.state_dict()
+    networks = network_tensor_names(model)
+    learned = learned_tensor_names(model)
+    buffers = {name for name, _ in model.named_buffers(remove_duplicate=False)}
+    groups: List[TensorGroup] = []
+    for path, module in model.named_modules():
+        prefix = f"{path}."
+        if not path or any(path.startswith(f"{group.module}.") for group in groups):
+            continue
+        if not any(prefix + name in state for name, _ in module.named_buffers(recurse=False)):
+            continue
+        names = [name for name in state if name.startswith(prefix) and name not in networks]
+        structure = [name for name in names if name in buffers and name.rsplit(".", 1)[-1] in STRUCTURE_BUFFERS]
+        hash_table = any(isinstance(inner, (MultiresHashEncoding, HashEncoding)) for inner in module.modules())
+        groups.append(
+            TensorGroup(path, type(module).__name__, names, structure, bool(learned & set(names)), hash_table)
+        )
+    return groups
+
+
+def differing_hash_sizes(source_config: Any, target_config: Any) -> List[str]:
+    """The :data:`HASH_GRID_SIZES` fields whose values differ between two model configs."""
+    source, target = vars(source_config), vars(target_config)
+    return [name for name in HASH_GRID_SIZES if source.get(name) != target.get(name)]
+
+
+def warm_start(model: nn.Module, init_from: Path, data: Path) -> WarmStartReport:
+    """Copy into ``model``, in place, the tensors of ``init_from``'s checkpoint that fit (see the module
+    docstring); ``data``: this run's scene folder. Raises :class:`CheckpointError` (one line) for a path
+    without a checkpoint, an unreadable file, or one of which no learned tensor would load."""
     checkpoint = checkpoint_of(init_from)
     try:
         state = torch.load(checkpoint, map_location="cpu")
@@ -105,26 +253,68 @@ def warm_start(model: nn.Module, init_from: Path, data: Optional[Path]) -> WarmS
         for key, value in pipeline_state.items()
         if key.removeprefix("module.").startswith(MODEL_PREFIX)
     }
-    source_data = data_folder_of_run(checkpoint)
-    same_scene = data is not None and source_data is not None and Path(source_data).resolve() == Path(data).resolve()
-    report = WarmStartReport(checkpoint, int(state.get("step", 0)), same_scene)
-    networks = network_tensor_names(model)
+    run = run_config(checkpoint)
+    report = WarmStartReport(checkpoint, int(state.get("step", 0)), scene_match(run, data))
     target = model.state_dict()
-    selected: Dict[str, Tensor] = {}
-    for name, tensor in target.items():
-        if name not in source:
-            report.skipped[name] = "not in the checkpoint"
-        elif source[name].shape != tensor.shape:
-            report.skipped[name] = "of another shape"
-        elif name not in networks and not same_scene:
+    misfits = {name: _misfit(source.get(name), tensor) for name, tensor in target.items()}
+    networks = network_tensor_names(model)
+    groups = tensor_groups(model)
+    grouped = {name for group in groups for name in group.names}
+    for name in target:
+        if misfits[name] is not None:
+            report.skipped[name] = misfits[name]
+        elif name not in networks and not report.same_scene:
             report.skipped[name] = "scene tensors"
-        else:
-            selected[name] = source[name]
+        elif name not in grouped:
             report.loaded.append(name)
-    if not report.loaded:
+    learned = learned_tensor_names(model)
+    if report.same_scene and run is not None:
+        for group in sorted(groups, key=lambda group: not group.learned):  # summaries after what they summarise
+            why = _group_misfit(group, source, target, misfits, run[0].pipeline.model, model)
+            if why is None and not group.learned and not learned <= set(report.loaded):
+                why = "the field it summarises did not load whole"
+            report.groups[group.module] = (group.kind, why)
+            for name in group.names:
+                if why is None:
+                    report.loaded.append(name)
+                else:
+                    report.skipped[name] = _in_group(group.module)
+    if not learned & set(report.loaded):
         raise CheckpointError(
-            f"nothing in {checkpoint} fits this model (another method or other network sizes); "
-            f"train without --pipeline.model.init-from, or with the sizes of that run's config.yml"
+            f"nothing learned in {checkpoint} fits this model (no network or field tensor: another method, or other "
+            f"network sizes; {report.scene_phrase()}), so it would start cold; train without "
+            f"--pipeline.model.init-from, or from a run of this method with the sizes in its config.yml"
         )
-    model.load_state_dict(selected, strict=False)
+    model.load_state_dict({name: source[name] for name in report.loaded}, strict=False)
     return report
+
+
+def _misfit(source: Optional[Tensor], tensor: Tensor) -> Optional[str]:
+    """Why the checkpoint's tensor (None: absent) cannot replace ``tensor``; None when it can."""
+    if source is None:
+        return "not in the checkpoint"
+    if source.shape != tensor.shape:
+        return "of another shape"
+    return None
+
+
+def _group_misfit(
+    group: TensorGroup,
+    source: Dict[str, Tensor],
+    target: Dict[str, Tensor],
+    misfits: Dict[str, Optional[str]],
+    source_model: Any,
+    model: nn.Module,
+) -> Optional[str]:
+    """Why ``group`` cannot load whole from ``source`` (a checkpoint's model tensors); None when it can."""
+    for name in group.names:
+        if misfits[name] is not None:
+            return f"{name} {misfits[name]}"
+    for name in group.structure:
+        if not torch.equal(source[name].to(target[name].device, target[name].dtype), target[name]):
+            return f"{name} differs"
+    if group.hash_table:
+        differing = differing_hash_sizes(source_model, model.config)
+        if differing:
+            return f"hash grid of other sizes: {', '.join(differing)}"
+    return None

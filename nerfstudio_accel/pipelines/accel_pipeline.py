@@ -4,7 +4,8 @@
 (:func:`~nerfstudio_accel.data.scene_checks.check_scene`: one line naming the problem instead of a parser's
 stack trace), keeps the alpha channel of RGBA images for models that blend their own background
 (nerfstudio's blender parser bakes white into it by default), fills the device-dependent batch sizes and
-resolves the model's config from the device and the scene. Nothing here reads an image while the pipeline
+resolves the model's config from the device and the scene, and records which scene it is (its absolute path and
+camera-file fingerprint, read by a later run's warm start). Nothing here reads an image while the pipeline
 is built, so nerfstudio's tools (``ns-render``'s inference mode) work from config.yml and a checkpoint alone.
 
 During training it sizes the ray batch so each step marches about ``target_num_samples`` samples.
@@ -21,11 +22,13 @@ from pathlib import Path
 from typing import Literal, Optional, Tuple, Type
 
 import torch
+import tyro
 from jaxtyping import Float, Int
 from nerfstudio.pipelines.dynamic_batch import DynamicBatchPipeline, DynamicBatchPipelineConfig
 from torch import Tensor
 
 from nerfstudio_accel import distributed
+from nerfstudio_accel.data import scene_identity
 from nerfstudio_accel.data.prefetching_datamanager import AccelDataManager
 from nerfstudio_accel.data.scene_checks import SceneFacts, check_scene
 from nerfstudio_accel.errors import ConfigError
@@ -47,6 +50,10 @@ class AccelPipelineConfig(DynamicBatchPipelineConfig):
     """Sets the first step's ray batch: target_num_samples / this."""
     max_num_rays_per_batch: Optional[int] = None
     """Upper bound on the dynamic ray batch; default 2^16 on CUDA, 2^12 elsewhere."""
+    scene_path: tyro.conf.Suppress[Optional[str]] = None
+    """Set by :meth:`resolve`: the scene folder's absolute path, for a later warm start (docs/warm_start.md)."""
+    scene_fingerprint: tyro.conf.Suppress[Optional[str]] = None
+    """Set by :meth:`resolve`: :func:`~nerfstudio_accel.data.scene_identity.scene_fingerprint` of the scene."""
 
     def resolve(self, device_type: str, eval_split: str = "val") -> SceneFacts:
         """Check the scene folder (training and ``eval_split`` views), then fill every unset choice for
@@ -65,6 +72,8 @@ class AccelPipelineConfig(DynamicBatchPipelineConfig):
         if self.max_num_rays_per_batch is None:
             self.max_num_rays_per_batch = 1 << 16 if on_cuda else 1 << 12
         self.model.resolve(device_type, scene)
+        self.scene_path = str(self.scene_data_path().resolve())
+        self.scene_fingerprint = scene_identity.scene_fingerprint(self.scene_data_path())
         return scene
 
     def scene_data_path(self) -> Path:
