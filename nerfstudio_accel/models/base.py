@@ -57,7 +57,8 @@ class AccelModelConfig(ModelConfig):
     activations outside autograd's saved tensors, so with tcnn MLPs little is freed (docs/gradient_checkpointing.md)."""
     init_from: Optional[Path] = None
     """Warm start: a run folder or .ckpt whose tensors this run starts from, networks always, the hash grid and
-    other scene tensors only when that run trained on the same data folder; a fresh optimizer (docs/warm_start.md)."""
+    other scene tensors only when that run trained on the same scene (its camera files); a fresh optimizer
+    (docs/warm_start.md)."""
 
     def resolve(self, device_type: str, scene: SceneFacts) -> None:
         """Fill every ``auto`` and unset choice for ``device_type`` (``cuda``, ``cpu``, ``mps``) and the
