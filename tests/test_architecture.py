@@ -25,7 +25,7 @@ FOREIGN_PROBES = {
         "getattr(pipeline.datamanager.config, 'train_num_rays_per_batch', 0)",
     ): "any nerfstudio datamanager",
     ("bench/configs.py", "hasattr(datamanager, 'camera_res_scale_factor')"): "any nerfstudio datamanager",
-    ("bench/configs.py", "hasattr(datamanager.dataparser, 'downscale_factor')"): "any nerfstudio data parser",
+    ("bench/configs.py", "hasattr(parser, 'downscale_factor')"): "any nerfstudio data parser",
     (
         "metrics.py",
         "getattr(module, 'LearnedPerceptualImagePatchSimilarity', None)",

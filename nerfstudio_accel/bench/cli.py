@@ -175,7 +175,7 @@ def _meta(args: argparse.Namespace, dataparser: str, device: str, argv: List[str
 def prepare(args: argparse.Namespace, argv: List[str]) -> Plan:
     """Check everything that can be checked before training: data, device, methods and their flags, --out."""
     dataparser = resolve_dataparser(args.data, args.dataparser)
-    check_data(args.data, dataparser)
+    check_data(args.data, dataparser, args.downscale)
     device = _resolve_device(args.device)
     specs = parse_methods(args.methods)
     existing = [name for name in OUTPUT_FILES if (args.out / name).exists()]

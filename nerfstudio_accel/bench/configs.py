@@ -112,12 +112,15 @@ def resolve_dataparser(data: Path, requested: str) -> str:
     return requested
 
 
-def check_data(data: Path, dataparser: str) -> None:
+def check_data(data: Path, dataparser: str, downscale: float = 1.0) -> None:
     """The scene checks ``ns-train`` runs for accel methods (:func:`check_scene` on ``dataparser``'s default
-    config), for every method of the bench (the splits it trains and scores: train and test); a problem is a
-    :class:`BenchError` before any training."""
+    config, at the parser factor the bench gives for ``--downscale``: :func:`prescaled_factor`), for every
+    method of the bench (the splits it trains and scores: train and test); a problem is a :class:`BenchError`
+    before any training."""
+    parser = parser_config(data, dataparser)
+    pin_parser_factor(parser, data, dataparser, downscale)
     try:
-        check_scene(data, parser_config(data, dataparser), eval_split="test")
+        check_scene(data, parser, eval_split="test")
     except SceneDataError as error:
         raise BenchError(str(error)) from None
 
@@ -157,6 +160,15 @@ def prescaled_factor(data: Path, dataparser: str, downscale: float) -> int:
         frames = _frames_or_empty(data / "transforms.json")  # the parser reads images_N/<file name> for each frame
         prescaled = [data / f"images_{factor}" / Path(frame.get("file_path", "")).name for frame in frames]
     return factor if prescaled and all(path.is_file() for path in prescaled) else 1
+
+
+def pin_parser_factor(parser, data: Path, dataparser: str, downscale: float) -> int:
+    """Set ``parser``'s own ``downscale_factor`` (where it has one: its auto mode would downscale on its own) to
+    :func:`prescaled_factor` for ``--downscale``; returns that factor."""
+    factor = prescaled_factor(data, dataparser, downscale)
+    if hasattr(parser, "downscale_factor"):
+        parser.downscale_factor = factor
+    return factor
 
 
 def _frames_or_empty(transforms: Path) -> List[dict]:
@@ -203,9 +215,7 @@ def build_config(
             raise BenchError(f"{spec.label}: its datamanager cannot downscale images, so the bench cannot run it")
         datamanager.dataparser = parser_config(data, dataparser, own=datamanager.dataparser)
         datamanager.data = Path(data)
-        parser_factor = prescaled_factor(data, dataparser, downscale)
-        if hasattr(datamanager.dataparser, "downscale_factor"):  # pinned: its auto mode would downscale on its own
-            datamanager.dataparser.downscale_factor = parser_factor
+        parser_factor = pin_parser_factor(datamanager.dataparser, data, dataparser, downscale)
         datamanager.camera_res_scale_factor = parser_factor / downscale
         config.machine.seed = seed
         config.max_num_iterations = 10**9

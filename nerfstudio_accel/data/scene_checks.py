@@ -8,7 +8,10 @@ of the images (:class:`SceneFacts`).
 
 from __future__ import annotations
 
+import difflib
 import json
+import shutil
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterable, List, Optional, Sequence, Tuple, Union
@@ -42,9 +45,9 @@ class SceneFacts:
 
 def check_scene(data: Path, parser: DataParserConfig, eval_split: str = "val") -> SceneFacts:
     """Check ``data`` as ``parser`` will read it, picked by the parser config's type: blender-data (the
-    ``train`` split and ``eval_split`` when that is ``val`` or ``test``), nerfstudio-data, or colmap (its
-    ``colmap_path``, ``images_path`` and ``load_3D_points``); any other parser is not checked. Raises
-    :class:`SceneDataError`."""
+    ``train`` split and ``eval_split`` when that is ``val`` or ``test``), nerfstudio-data (its
+    ``downscale_factor``), or colmap (its ``colmap_path``, ``images_path``, ``load_3D_points`` and
+    ``downscale_factor``); any other parser is not checked. Raises :class:`SceneDataError`."""
     from nerfstudio.data.dataparsers.blender_dataparser import BlenderDataParserConfig
     from nerfstudio.data.dataparsers.colmap_dataparser import ColmapDataParserConfig
     from nerfstudio.data.dataparsers.nerfstudio_dataparser import NerfstudioDataParserConfig
@@ -54,10 +57,12 @@ def check_scene(data: Path, parser: DataParserConfig, eval_split: str = "val") -
         check_blender_scene(data, ["train"] + ([eval_split] if eval_split in ("val", "test") else []))
         first = _first_blender_image(data)
     elif isinstance(parser, NerfstudioDataParserConfig):
-        check_nerfstudio_scene(data)
+        check_nerfstudio_scene(data, parser.downscale_factor)
         first = _first_nerfstudio_image(data, parser)
     elif isinstance(parser, ColmapDataParserConfig):
-        images = _check_colmap_scene(data, parser.colmap_path, parser.images_path, parser.load_3D_points)
+        images = _check_colmap_scene(
+            data, parser.colmap_path, parser.images_path, parser.load_3D_points, parser.downscale_factor
+        )
         first = _first_colmap_image(data, images, parser)
     else:
         first = None
@@ -77,13 +82,15 @@ def _first_blender_image(data: Path) -> Path:
 
 
 def _first_nerfstudio_image(data: Path, parser) -> Optional[Path]:
-    """The first training image of a nerfstudio-data capture as its parser picks it: frames sorted by path,
-    then ``train_filenames`` or the parser's ``eval_mode`` split; ``None`` where the parser would refuse."""
+    """The first training image of a nerfstudio-data capture as its parser picks it (in ``images_N/`` at a
+    downscale factor N > 1): frames sorted by that path, then ``train_filenames`` or the parser's ``eval_mode``
+    split; ``None`` where the parser would refuse."""
     transforms = data if data.suffix == ".json" else data / "transforms.json"
     meta, frames = _load_transforms(transforms)
-    paths = sorted(transforms.parent / frame["file_path"] for frame in frames)
+    factor = nerfstudio_downscale_factor(transforms.parent, frames, parser.downscale_factor)
+    paths = sorted(nerfstudio_image_path(transforms.parent, frame["file_path"], factor) for frame in frames)
     if "train_filenames" in meta:
-        listed = {transforms.parent / name for name in meta["train_filenames"]}
+        listed = {nerfstudio_image_path(transforms.parent, name, factor) for name in meta["train_filenames"]}
         return next((path for path in paths if path in listed), None)
     if "val_filenames" in meta or "test_filenames" in meta:
         return None
@@ -199,8 +206,11 @@ def check_blender_scene(data: Path, splits: Iterable[str] = ("train",)) -> None:
         _check_blender_images(data, _load_frames(transforms), transforms)
 
 
-def check_nerfstudio_scene(data: Path) -> None:
-    """A nerfstudio-format capture: ``transforms.json`` (or the given json) with frames whose images decode."""
+def check_nerfstudio_scene(data: Path, downscale_factor: Optional[int] = None) -> None:
+    """A nerfstudio-format capture as nerfstudio-data reads it: ``transforms.json`` (or the given json) with
+    intrinsics and a known ``camera_model``, frames whose images decode, and at a downscale factor N > 1 their
+    copies in ``images_N/`` too; a ``mask_path`` in every frame or none, each mask decoding (from ``masks_N/``
+    at N > 1). ``downscale_factor`` is the parser's ``--downscale-factor``; ``None``: the factor it chooses."""
     data = Path(data)
     if not data.exists():
         raise SceneDataError(f"scene folder {data} does not exist; pass --data <folder with transforms.json>")
@@ -210,10 +220,105 @@ def check_nerfstudio_scene(data: Path) -> None:
             raise SceneDataError(
                 f"{data} is a Blender-format scene (transforms_train.json); add the subcommand: ... blender-data --data {data}"
             )
+        model = find_colmap_model(data)
+        if model is not None:
+            flag = "" if model == Path(COLMAP_MODEL_FOLDERS[0]) else f" --colmap-path {model}"
+            raise SceneDataError(
+                f"{data} has no transforms.json, which nerfstudio-data reads, but {data / model} holds a COLMAP "
+                f"model; add the subcommand: ... colmap{flag} --data {data}"
+            )
         raise SceneDataError(f"{data} has no transforms.json; run ns-process-data on your capture first")
     meta, frames = _load_transforms(transforms)
     _check_intrinsics(meta, frames, transforms)
-    _check_images((transforms.parent / f["file_path"] for f in frames), transforms)
+    _check_camera_model(meta, transforms)
+    data_dir = transforms.parent
+    _check_images((data_dir / f["file_path"] for f in frames), transforms)
+    factor = nerfstudio_downscale_factor(data_dir, frames, downscale_factor)
+    why = ""
+    if factor > 1:
+        first = Path(frames[0]["file_path"]).name
+        why = (
+            f"nerfstudio-data --downscale-factor {factor}"
+            if downscale_factor is not None
+            else f"chosen by nerfstudio-data as {first} is over 1600 px a side and images_{factor}/{first} exists"
+        )
+        scaled = [nerfstudio_image_path(data_dir, frame["file_path"], factor) for frame in frames]
+        fix = f"write every image there at 1/{factor} size or pass nerfstudio-data --downscale-factor 1"
+        _check_present(scaled, "image(s)", f"listed in {transforms}", factor, why, fix)
+        _check_images(scaled, transforms)
+    _check_masks(transforms, frames, factor, why)
+
+
+def nerfstudio_image_path(data_dir: Path, file_path: str, factor: int, prefix: str = "images_") -> Path:
+    """The file nerfstudio-data reads for a frame's ``file_path`` (or its ``mask_path``, with ``prefix``
+    ``"masks_"``): ``data_dir / file_path``, or at a downscale ``factor`` > 1 its name in ``{prefix}{factor}/``."""
+    return data_dir / f"{prefix}{factor}" / Path(file_path).name if factor > 1 else data_dir / file_path
+
+
+def nerfstudio_downscale_factor(data_dir: Path, frames: List[dict], given: Optional[int]) -> int:
+    """The downscale factor nerfstudio-data reads images at: ``given``, else the smallest power of two that
+    brings the first frame's image (in the json's order) to at most 1600 px a side, stopping at the first
+    ``images_{2^k}/`` without that image's name (at 1 when ``images_2/`` lacks it)."""
+    if given is not None:
+        return given
+    from nerfstudio.data.dataparsers.nerfstudio_dataparser import MAX_AUTO_RESOLUTION
+
+    first = Path(frames[0]["file_path"])
+    with Image.open(data_dir / first) as image:
+        longest = max(image.size)
+    factor = 1
+    while longest / factor > MAX_AUTO_RESOLUTION and (data_dir / f"images_{2 * factor}" / first.name).exists():
+        factor *= 2
+    return factor
+
+
+def _check_present(paths: List[Path], what: str, source: str, factor: int, why: str, fix: str) -> None:
+    """Every one of ``paths`` exists; else one line with how many do not and the first, and at a downscale
+    ``factor`` > 1 the folder and ``why`` the parser reads them there."""
+    missing = [path for path in paths if not path.is_file()]
+    if missing:
+        where = f" from {missing[0].parent} (read at downscale factor {factor}, {why})" if factor > 1 else ""
+        raise SceneDataError(
+            f"{len(missing)} of {len(paths)} {what} {source} are missing{where}, first: {missing[0]}; {fix}"
+        )
+
+
+def _check_masks(transforms: Path, frames: List[dict], factor: int, why: str) -> None:
+    """A ``mask_path`` in every frame or none (nerfstudio-data asserts as much), each mask decoding, read from
+    ``masks_N/`` at a downscale factor N > 1 (``why`` says where N comes from)."""
+    masked = sum("mask_path" in frame for frame in frames)
+    if masked == 0:
+        return
+    if masked < len(frames):
+        index = next(i for i, frame in enumerate(frames) if "mask_path" not in frame)
+        raise SceneDataError(
+            f'{transforms}: {masked} of {len(frames)} frames have a "mask_path", frame {index} has none; '
+            "give a mask_path to every frame or none"
+        )
+    masks = [nerfstudio_image_path(transforms.parent, frame["mask_path"], factor, "masks_") for frame in frames]
+    if factor > 1:
+        fix = f"write every mask there at 1/{factor} size or pass nerfstudio-data --downscale-factor 1"
+    else:
+        fix = "add the missing masks or remove mask_path from every frame"
+    _check_present(masks, "mask(s)", f"named by mask_path in {transforms}", factor, why, fix)
+    _check_images(masks, transforms)
+
+
+def _check_camera_model(meta: dict, transforms: Path) -> None:
+    """``camera_model``, where given, a name nerfstudio-data knows (it looks it up in ``CAMERA_MODEL_TO_TYPE``)."""
+    from nerfstudio.cameras.cameras import CAMERA_MODEL_TO_TYPE
+
+    if "camera_model" not in meta:
+        return
+    model = meta["camera_model"]
+    if isinstance(model, str) and model in CAMERA_MODEL_TO_TYPE:
+        return
+    close = difflib.get_close_matches(str(model).upper(), list(CAMERA_MODEL_TO_TYPE), n=1)
+    hint = f"did you mean {close[0]!r}? " if close else ""
+    raise SceneDataError(
+        f"{transforms}: camera_model {model!r} is not one nerfstudio-data knows; {hint}"
+        f"use one of {', '.join(CAMERA_MODEL_TO_TYPE)}"
+    )
 
 
 def _check_intrinsics(meta: dict, frames: List[dict], transforms: Path) -> None:
@@ -270,16 +375,23 @@ def check_colmap_scene(
     colmap_path: Union[Path, str] = "colmap/sparse/0",
     images_path: Union[Path, str] = "images",
     load_3D_points: bool = True,
+    downscale_factor: Optional[int] = None,
 ) -> None:
     """A COLMAP scene as nerfstudio's ``colmap`` parser reads it: the model in ``data / colmap_path``
     (``cameras`` and ``images`` in one format, text first; with ``load_3D_points``, ``points3D`` in either) and
-    every image it registers, decodable, in ``data / images_path``. The arguments are the parser's
-    ``--data``, ``--colmap-path``, ``--images-path`` and ``--load-3D-points``."""
-    _check_colmap_scene(data, colmap_path, images_path, load_3D_points)
+    every image it registers, decodable, in ``data / images_path``, and at a downscale factor N > 1 in
+    ``{images_path}_N/`` too (see :func:`_check_colmap_downscaled`). The arguments are the parser's ``--data``,
+    ``--colmap-path``, ``--images-path``, ``--load-3D-points`` and ``--downscale-factor`` (``None``: the factor
+    it chooses)."""
+    _check_colmap_scene(data, colmap_path, images_path, load_3D_points, downscale_factor)
 
 
 def _check_colmap_scene(
-    data: Path, colmap_path: Union[Path, str], images_path: Union[Path, str], load_3D_points: bool
+    data: Path,
+    colmap_path: Union[Path, str],
+    images_path: Union[Path, str],
+    load_3D_points: bool,
+    downscale_factor: Optional[int] = None,
 ) -> List[Path]:
     """:func:`check_colmap_scene`'s checks; returns the images the model registers, in image id order."""
     data, colmap_path, images_path = Path(data), Path(colmap_path), Path(images_path)
@@ -311,7 +423,58 @@ def _check_colmap_scene(
         raise SceneDataError(f"{model / f'images{ext}'} registers no image; rerun COLMAP's mapper on the photos")
     paths = [images / name for name in names]
     _check_images(paths, model / f"images{ext}")
+    factor = colmap_downscale_factor(paths[0], downscale_factor)
+    if factor > 1:
+        if downscale_factor is not None:
+            why = f"colmap --downscale-factor {factor}"
+        else:
+            why = f"chosen by the colmap parser as {paths[0].name} is over 1600 px a side"
+        _check_colmap_downscaled(images, names, factor, why, model / f"images{ext}")
     return paths
+
+
+def colmap_downscale_factor(first_image: Path, given: Optional[int]) -> int:
+    """The downscale factor nerfstudio's colmap parser reads images at: ``given``, else the smallest power of
+    two that brings ``first_image`` (the model's first, in image id order) to at most 1600 px a side."""
+    if given is not None:
+        return given
+    from nerfstudio.data.dataparsers.colmap_dataparser import MAX_AUTO_RESOLUTION
+
+    with Image.open(first_image) as image:
+        longest = max(image.size)
+    factor = 1
+    while longest / factor > MAX_AUTO_RESOLUTION:
+        factor *= 2
+    return factor
+
+
+def _check_colmap_downscaled(images: Path, names: List[str], factor: int, why: str, listed_in: Path) -> None:
+    """The colmap parser reads ``{images}_{factor}/<name>`` for every registered ``name``. Where such a folder
+    is absent it asks whether to write them all with ffmpeg: the check lets it ask when standard input is a
+    terminal and ffmpeg is on PATH, and fails otherwise (outside a terminal the question ends in EOFError).
+    Where the folders exist it never looks for missing files, which would fail at load: the check does."""
+    scaled = [images.parent / f"{images.name}_{factor}" / name for name in names]
+    absent = next((path.parent for path in scaled if not path.parent.exists()), None)
+    if absent is not None:
+        in_terminal = sys.stdin is not None and sys.stdin.isatty()
+        if in_terminal and shutil.which("ffmpeg") is not None:
+            return
+        cannot_ask = (
+            "would offer to write it with ffmpeg, which is not installed: install ffmpeg, "
+            if in_terminal
+            else "can only offer to write it (with ffmpeg) when ns-train runs in a terminal: "
+        )
+        raise SceneDataError(
+            f"{absent} does not exist, but the colmap parser reads the photos from it at downscale factor {factor} "
+            f"({why}) and {cannot_ask}write the {len(names)} photos {listed_in.name} registers there at 1/{factor} "
+            "size, or pass colmap --downscale-factor 1"
+        )
+    fix = (
+        f"write the missing ones there at 1/{factor} size, delete the folder for the colmap parser to offer to "
+        "write it anew, or pass colmap --downscale-factor 1"
+    )
+    _check_present(scaled, "image(s)", f"registered in {listed_in}", factor, why, fix)
+    _check_images(scaled, listed_in)
 
 
 def _no_colmap_model_message(data: Path, colmap_path: Path, model: Path) -> str:

@@ -1,7 +1,10 @@
 """Input checks for captured scenes: a COLMAP folder as nerfstudio's ``colmap`` parser reads it, and a
-nerfstudio ``transforms.json`` without camera intrinsics. Each bad input stops ``ns-train`` with one line
-naming what is wrong and the fix; a real phone capture (``../shared/data/fruit``) passes. ``check_scene``
-picks the check by the parser config and tells whether the first training image nerfstudio reads has alpha.
+nerfstudio ``transforms.json`` without camera intrinsics, with an unknown ``camera_model`` or missing masks;
+``images_N/`` at a downscale factor given or chosen by either parser; a COLMAP folder given to nerfstudio-data.
+Each bad input stops ``ns-train`` with one line naming what is wrong and the fix, and each check is held against
+what nerfstudio's own parser does with the same folder; a real phone capture (``../shared/data/fruit``) passes.
+``check_scene`` picks the check by the parser config and tells whether the first training image nerfstudio
+reads has alpha.
 """
 
 from __future__ import annotations
@@ -355,3 +358,324 @@ def test_images_have_alpha_looks_at_the_first_training_image_in_nerfstudio_order
             with_alpha.append(image.name)
         image.write_bytes(rgb)
     assert with_alpha == [first]
+
+
+# --- what nerfstudio's parsers read besides the listed images: images_N/, masks, camera_model ------------
+
+
+def widen(images: Path, width: int) -> None:
+    """Every PNG in ``images`` resized to ``width`` px wide (height kept): photos over nerfstudio's 1600 px."""
+    for path in images.glob("*.png"):
+        with Image.open(path) as image:
+            image.resize((width, image.height), Image.NEAREST).save(path)
+
+
+def write_downscaled(images: Path, factor: int, keep: Callable[[str], bool] = lambda name: True) -> Path:
+    """``images_N/`` beside ``images``: its PNGs at 1/N size (the names ``keep`` accepts); returns the folder."""
+    target = images.parent / f"{images.name}_{factor}"
+    target.mkdir()
+    for path in sorted(images.glob("*.png")):
+        if keep(path.name):
+            with Image.open(path) as image:
+                image.resize((max(image.width // factor, 1), max(image.height // factor, 1))).save(target / path.name)
+    return target
+
+
+def edit_transforms(scene: Path, change: Callable[[dict], None]) -> Path:
+    transforms = scene / "transforms.json"
+    meta = json.loads(transforms.read_text())
+    change(meta)
+    transforms.write_text(json.dumps(meta))
+    return transforms
+
+
+def with_masks(scene: Path, images: str) -> Path:
+    """Every frame of the capture given ``mask_path`` ``masks/<its image's name>``, an all-white mask of its size."""
+    (scene / "masks").mkdir()
+    for image in (scene / images).glob("*.png"):
+        Image.new("L", Image.open(image).size, 255).save(scene / "masks" / image.name)
+    edit_transforms(
+        scene, lambda meta: [f.update(mask_path="masks/" + Path(f["file_path"]).name) for f in meta["frames"]]
+    )
+    return scene
+
+
+def files_nerfstudio_data_misses(parser) -> bool:
+    """Whether nerfstudio-data, set up from ``parser``, fails or names an image or mask that does not exist
+    (which ns-train only finds when it loads the images, with a stack trace)."""
+    try:
+        setup = parser.setup()
+        outputs = [setup.get_dataparser_outputs(split) for split in ("train", "val", "test")]
+    except (AssertionError, KeyError, FileNotFoundError):
+        return True
+    named = [path for out in outputs for path in out.image_filenames + (out.mask_filenames or [])]
+    return not all(Path(path).is_file() for path in named)
+
+
+def not_a_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Standard input as under CI or nohup: nerfstudio's colmap parser cannot ask its downscaling question."""
+    import io
+    import sys
+
+    monkeypatch.setattr(sys, "stdin", io.StringIO())
+
+
+def a_terminal(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, with_ffmpeg: bool) -> None:
+    """Standard input a terminal, and on PATH only a stand-in ``ffmpeg`` (``with_ffmpeg``) or nothing."""
+    import io
+    import sys
+
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    monkeypatch.setattr(sys, "stdin", Terminal())
+    tools = tmp_path / "tools"
+    tools.mkdir()
+    if with_ffmpeg:
+        (tools / "ffmpeg").write_text("#!/bin/sh\nexit 0\n")
+        (tools / "ffmpeg").chmod(0o755)
+    monkeypatch.setenv("PATH", str(tools))
+
+
+# Each: (photo width, --downscale-factor, images_N folders written: {N: "all" | "first" | "all but one"},
+# substrings of the message, or () where the check passes)
+NERFSTUDIO_DOWNSCALES = {
+    "given-no-folder": (8, 2, {}, ("8 of 8 image(s)", "images_2", "--downscale-factor 2", "nerfstudio-data --downscale-factor 1")),
+    "given-complete": (8, 2, {2: "all"}, ()),
+    "given-partial": (8, 2, {2: "all but one"}, ("1 of 8 image(s)", "images_2/frame_00005.png", "--downscale-factor 1")),
+    "small-photos-no-factor": (8, None, {2: "first"}, ()),
+    "chosen-no-folder": (1700, None, {}, ()),  # nerfstudio-data then reads images/ as they are
+    "chosen-partial": (1700, None, {2: "first"}, ("7 of 8 image(s)", "images_2", "1600 px", "--downscale-factor 1")),
+    "chosen-complete": (1700, None, {2: "all"}, ()),
+    "chosen-4-partial": (3300, None, {2: "all", 4: "first"}, ("7 of 8 image(s)", "images_4", "1600 px")),
+    "chosen-2-of-3300": (3300, None, {2: "all"}, ()),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("case", sorted(NERFSTUDIO_DOWNSCALES))
+def test_nerfstudio_data_downscaled_images_are_checked_as_the_parser_reads_them(tmp_path: Path, case: str):
+    """images_N/ for a downscale factor given or chosen (photos over 1600 px with the first frame's image in
+    images_N/): the check fails, in one line, exactly where nerfstudio-data would name a missing file."""
+    from nerfstudio.data.dataparsers.nerfstudio_dataparser import NerfstudioDataParserConfig
+
+    width, factor, folders, expected = NERFSTUDIO_DOWNSCALES[case]
+    scene = generate_unbounded_scene(tmp_path / "capture", CAPTURE_SPEC)
+    if width > CAPTURE_SPEC.resolution:
+        widen(scene / "images", width)
+    keep = {"all": lambda name: True, "first": lambda name: name == "frame_00001.png"}
+    keep["all but one"] = lambda name: name != "frame_00005.png"
+    for folder_factor, which in folders.items():
+        write_downscaled(scene / "images", folder_factor, keep[which])
+    parser = NerfstudioDataParserConfig(data=scene, downscale_factor=factor)
+
+    assert files_nerfstudio_data_misses(parser) is bool(expected)
+    if not expected:
+        check_scene(scene, parser)
+        return
+    with pytest.raises(SceneDataError) as raised:
+        check_scene(scene, parser)
+    message = str(raised.value)
+    assert "\n" not in message
+    for part in expected:
+        assert part in message, f"{part!r} not in {message!r}"
+
+
+# Each: (photo width, --downscale-factor, images_N folder: None, "all" or "all but one", substrings or ())
+COLMAP_DOWNSCALES = {
+    "given-no-folder": (32, 2, None, ("images_2", "--downscale-factor 2", "colmap --downscale-factor 1", "terminal")),
+    "given-complete": (32, 2, "all", ()),
+    "given-partial": (32, 2, "all but one", ("1 of 8 image(s)", "images_2/r_3.png", "colmap --downscale-factor 1")),
+    "chosen-no-folder": (1700, None, None, ("images_2", "1600 px", "colmap --downscale-factor 1")),
+    "chosen-partial": (1700, None, "all but one", ("1 of 8 image(s)", "images_2/r_3.png", "1600 px")),
+    "chosen-complete": (1700, None, "all", ()),
+    "small-photos-no-folder": (32, None, None, ()),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("case", sorted(COLMAP_DOWNSCALES))
+def test_colmap_downscaled_images_are_checked_as_the_parser_reads_them(
+    tiny_scene: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, case: str
+):
+    """Outside a terminal the colmap parser cannot ask to write a missing images_N/ (its question ends in
+    EOFError) and never notices a partial one: the check fails in one line where the parser would."""
+    from nerfstudio.data.dataparsers.colmap_dataparser import ColmapDataParserConfig
+
+    width, factor, folder, expected = COLMAP_DOWNSCALES[case]
+    scene = colmap_scene(tiny_scene, tmp_path / "capture", model_folder="colmap/sparse/0")
+    if width > 32:
+        widen(scene / "images", width)
+    if folder is not None:
+        write_downscaled(scene / "images", 2, lambda name: folder == "all" or name != "r_3.png")
+    parser = ColmapDataParserConfig(data=scene, downscale_factor=factor, eval_mode="all")
+    not_a_terminal(monkeypatch)
+
+    assert colmap_parser_misses_or_asks(parser) is bool(expected)
+    if not expected:
+        check_scene(scene, parser)
+        return
+    with pytest.raises(SceneDataError) as raised:
+        check_scene(scene, parser)
+    message = str(raised.value)
+    assert "\n" not in message
+    for part in expected:
+        assert part in message, f"{part!r} not in {message!r}"
+
+
+def colmap_parser_misses_or_asks(parser) -> bool:
+    """Whether the colmap parser, set up from ``parser`` with no terminal, fails (its question unanswered)
+    or names an image that does not exist."""
+    try:
+        outputs = parser.setup().get_dataparser_outputs("train")
+    except EOFError:
+        return True
+    return not all(Path(path).is_file() for path in outputs.image_filenames)
+
+
+@pytest.mark.parametrize("with_ffmpeg", [True, False])
+def test_colmap_missing_images_n_is_left_to_nerfstudios_question_in_a_terminal(
+    tiny_scene: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, with_ffmpeg: bool
+):
+    """In a terminal the colmap parser offers to write images_N/ with ffmpeg: the check lets it ask when
+    ffmpeg is there to answer yes with, and otherwise says to install it."""
+    from nerfstudio.data.dataparsers.colmap_dataparser import ColmapDataParserConfig
+
+    scene = colmap_scene(tiny_scene, tmp_path / "capture", model_folder="colmap/sparse/0")
+    a_terminal(monkeypatch, tmp_path, with_ffmpeg)
+    parser = ColmapDataParserConfig(data=scene, downscale_factor=2)
+    if with_ffmpeg:
+        check_scene(scene, parser)
+        return
+    with pytest.raises(SceneDataError, match=r"images_2 .*install ffmpeg.*colmap --downscale-factor 1"):
+        check_scene(scene, parser)
+
+
+# Each: transforms.json edit -> substrings of the message, or () where the check passes.
+MASK_CASES = {
+    "all-present": (lambda scene: None, ()),
+    "one-missing": (lambda scene: (scene / "masks" / "frame_00004.png").unlink(), ("1 of 8 mask(s)", "masks/frame_00004.png", "mask_path")),
+    "some-frames-without": (
+        lambda scene: edit_transforms(scene, lambda meta: meta["frames"][2].pop("mask_path")), ('7 of 8 frames have a "mask_path"', "frame 2", "every frame or none"),
+    ),
+    "corrupt": (lambda scene: (scene / "masks" / "frame_00002.png").write_bytes(b"no PNG"), ("masks/frame_00002.png", "cannot be decoded")),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("case", sorted(MASK_CASES))
+def test_mask_paths_in_transforms_are_checked(tmp_path: Path, case: str):
+    """Every frame's ``mask_path`` must name a mask that decodes, and all frames have one or none: the
+    check fails where nerfstudio-data would (an assertion or a missing file at load)."""
+    from nerfstudio.data.dataparsers.nerfstudio_dataparser import NerfstudioDataParserConfig
+
+    scene = with_masks(generate_unbounded_scene(tmp_path / "capture", CAPTURE_SPEC), "images")
+    change, expected = MASK_CASES[case]
+    change(scene)
+    parser = NerfstudioDataParserConfig(data=scene, downscale_factor=1)
+
+    if case != "corrupt":  # nerfstudio's parser does not open masks; a corrupt one fails at load
+        assert files_nerfstudio_data_misses(parser) is bool(expected)
+    if not expected:
+        check_scene(scene, parser)
+        return
+    with pytest.raises(SceneDataError) as raised:
+        check_scene(scene, parser)
+    for part in expected:
+        assert part in str(raised.value), f"{part!r} not in {raised.value}"
+
+
+def test_masks_are_read_from_masks_n_at_a_downscale_factor(tmp_path: Path):
+    from nerfstudio.data.dataparsers.nerfstudio_dataparser import NerfstudioDataParserConfig
+
+    scene = generate_unbounded_scene(tmp_path / "capture", CAPTURE_SPEC)
+    write_downscaled(scene / "images", 2)
+    with_masks(scene, "images")
+    parser = NerfstudioDataParserConfig(data=scene, downscale_factor=2)
+
+    with pytest.raises(SceneDataError, match=r"8 of 8 mask\(s\) .* missing from .*masks_2"):
+        check_scene(scene, parser)
+    write_downscaled(scene / "masks", 2)
+    check_scene(scene, parser)
+    assert not files_nerfstudio_data_misses(parser)
+
+
+@pytest.mark.parametrize("camera_model", ["opencv", "KANNALA_BRANDT", None])
+def test_unknown_camera_model_is_one_line(tmp_path: Path, camera_model):
+    """nerfstudio-data looks ``camera_model`` up in its table (a KeyError at load): the check names the ones
+    it knows, and the close one where there is one; every known name passes, as the parser reads it."""
+    from nerfstudio.cameras.cameras import CAMERA_MODEL_TO_TYPE
+    from nerfstudio.data.dataparsers.nerfstudio_dataparser import NerfstudioDataParserConfig
+
+    scene = generate_unbounded_scene(tmp_path / "capture", CAPTURE_SPEC)
+    parser = NerfstudioDataParserConfig(data=scene, downscale_factor=1)
+    transforms = edit_transforms(scene, lambda meta: meta.update(camera_model=camera_model))
+
+    assert files_nerfstudio_data_misses(parser)
+    with pytest.raises(SceneDataError) as raised:
+        check_scene(scene, parser)
+    message = str(raised.value)
+    assert str(transforms) in message and f"camera_model {camera_model!r}" in message and "OPENCV_FISHEYE" in message
+    assert ("did you mean 'OPENCV'" in message) is (camera_model == "opencv")
+    for name in CAMERA_MODEL_TO_TYPE:
+        edit_transforms(scene, lambda meta: meta.update(camera_model=name))
+        check_scene(scene, parser)
+
+
+@pytest.mark.parametrize("model_folder", ["sparse/0", "colmap/sparse/0"])
+def test_colmap_folder_given_to_nerfstudio_data_names_the_colmap_subcommand(
+    tiny_scene: Path, tmp_path: Path, model_folder: str
+):
+    from nerfstudio.data.dataparsers.nerfstudio_dataparser import NerfstudioDataParserConfig
+
+    scene = colmap_scene(tiny_scene, tmp_path / "capture", model_folder=model_folder)
+    flag = "" if model_folder == "colmap/sparse/0" else f" --colmap-path {model_folder}"
+
+    with pytest.raises(SceneDataError) as raised:
+        check_scene(scene, NerfstudioDataParserConfig())
+    message = str(raised.value)
+    assert "no transforms.json" in message and str(scene / model_folder) in message
+    assert message.endswith(f"add the subcommand: ... colmap{flag} --data {scene}"), message
+
+
+def nerfstudio_capture(tiny_scene: Path, out: Path) -> Path:
+    """A nerfstudio-format capture (train PNGs, transforms.json with intrinsics) of the tiny scene."""
+    scene = capture_without_intrinsics(tiny_scene, out)
+    edit_transforms(scene, lambda meta: meta.update(fl_x=46.0, fl_y=46.0, cx=16.0, cy=16.0, w=32, h=32))
+    return scene
+
+
+def missing_mask(scene: Path) -> str:
+    with_masks(scene, "train")
+    (scene / "masks" / "r_1.png").unlink()
+    return str(scene / "masks" / "r_1.png")
+
+
+# Each: (tiny scene, work folder) -> (ns-train arguments after the method flags, substrings of the line).
+NS_TRAIN_CASES = {
+    "nerfstudio-data-without-images_2": lambda t, w: (
+        ("nerfstudio-data", "--data", nerfstudio_capture(t, w / "c"), "--downscale-factor", "2"),
+        (str(w / "c" / "images_2"), "--downscale-factor 1"),
+    ),
+    "colmap-without-images_2": lambda t, w: (
+        ("colmap", "--data", colmap_scene(t, w / "c", model_folder="colmap/sparse/0"), "--downscale-factor", "2"),
+        (str(w / "c" / "images_2"), "colmap --downscale-factor 1"),
+    ),
+    "missing-mask": lambda t, w: (("--data", nerfstudio_capture(t, w / "c")), (missing_mask(w / "c"), "mask_path")),
+    "unknown-camera-model": lambda t, w: (
+        ("--data", nerfstudio_capture(t, w / "c")),
+        (str(edit_transforms(w / "c", lambda meta: meta.update(camera_model="pinhole"))), "'pinhole'", "PINHOLE"),
+    ),
+    "colmap-folder-to-nerfstudio-data": lambda t, w: (
+        ("--data", colmap_scene(t, w / "c")), (str(w / "c" / "sparse/0"), f"colmap --colmap-path sparse/0 --data {w / 'c'}"),
+    ),
+}  # fmt: skip
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", sorted(NS_TRAIN_CASES))
+def test_ns_train_stops_in_one_line_before_the_parser_fails(run_cli, tiny_scene: Path, tmp_path: Path, case: str):
+    """As the user types it, stdin not a terminal: one ``error:`` line, no stack trace, nothing loaded."""
+    parser_args, expected = NS_TRAIN_CASES[case](tiny_scene, tmp_path)
+
+    code, out, err = run_cli("ns-train", "accel-ngp", *NS_TRAIN_FLAGS, "--output-dir", tmp_path / "out", *parser_args)
+
+    print(assert_one_line_error(code, out, err, *expected))
