@@ -159,7 +159,8 @@ class AccelDataManagerConfig(VanillaDataManagerConfig):
 
 class AccelDataManager(VanillaDataManager):
     """See the module docstring. Also records, for the trainer, the rays of the batch just handed out and
-    how long the step waited for it."""
+    how long the step waited for it, and gives every dataset's cameras a metadata dict (``ns-export cameras``
+    asserts one where the model has a camera optimizer)."""
 
     config: AccelDataManagerConfig
 
@@ -169,6 +170,10 @@ class AccelDataManager(VanillaDataManager):
                 f"--pipeline.datamanager.prefetch-batches must be 0 or more, got {config.prefetch_batches}"
             )
         super().__init__(config, *args, **kwargs)
+        for dataset in (self.train_dataset, self.eval_dataset):
+            if dataset is not None and dataset.cameras.metadata is None:
+                # blender-data leaves none; ns-export cameras writes each camera's index into it
+                dataset.cameras.metadata = {}
         self._prefetcher: Optional[BatchPrefetcher] = None
         self.last_wait_seconds = 0.0
         """How long the last :meth:`next_train` call took: the time the step waited for its batch."""
