@@ -27,6 +27,8 @@ import numpy as np
 
 PANEL_STEP = re.compile(r"training step\s+([\d,]+)")
 PANEL_RAYS = re.compile(r"training rays/s\s+([\d,]+)")
+RESOLUTION = re.compile(r"Resolution:\s*(\d+)\s*[x\u00d7]\s*(\d+)\s*px")
+"""nerfstudio's line under the page's step counter, rewritten after each frame it sends."""
 VISER_HTTP = re.compile(r"\bHTTP\W+http://[^\s:/]+:(\d+)")
 """The address in the banner viser prints once its server listens (``│ HTTP │ http://127.0.0.1:7007 │``)."""
 
@@ -212,3 +214,19 @@ def interrupt(process: subprocess.Popen, timeout: float = 30.0) -> None:
         process.wait(timeout=timeout)
     except subprocess.TimeoutExpired:
         process.kill()
+
+
+def first_frame_at_least(driver, width: int, timeout: float):
+    """Seconds until the page reports a frame at least ``width`` px wide, and that frame's size; raises
+    ``TimeoutError`` with the sizes seen after ``timeout`` seconds."""
+    start, seen = time.monotonic(), []
+    while time.monotonic() - start < timeout:
+        found = RESOLUTION.search(driver.find_element("tag name", "body").text)
+        if found:
+            size = (int(found.group(1)), int(found.group(2)))
+            if not seen or seen[-1][1] != size:
+                seen.append((round(time.monotonic() - start, 1), size))
+            if size[0] >= width:
+                return time.monotonic() - start, size
+        time.sleep(0.25)
+    raise TimeoutError(f"no frame {width} px wide within {timeout} s; frames (seconds, size): {seen}")

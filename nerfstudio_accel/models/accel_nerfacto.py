@@ -11,7 +11,8 @@ renderers and losses), split into:
 With hard mining (the default, measured: docs/hard_mining.md) the main field learns from the hard samples
 only; with ``--pipeline.hard-mining False`` it is nerfacto. Two nerfacto options need the main field's outputs
 with a graph for every sample (normal prediction, distance-squared gradient scaling); they are refused
-when the config is resolved.
+when the config is resolved. Outside training the model still renders ``normals``, from the density's gradient
+(what ``ns-export pointcloud`` and ``poisson`` read), at no cost to training.
 LPIPS is computed only when its weights are on disk (see :mod:`nerfstudio_accel.metrics`).
 """
 
@@ -34,12 +35,14 @@ from torch import Tensor, nn
 
 from nerfstudio_accel.data.scene_checks import SceneFacts
 from nerfstudio_accel.errors import ConfigError
+from nerfstudio_accel.fields.density_normals import rendered_normals
 from nerfstudio_accel.fields.hash_grid_field import FieldImplementation
 from nerfstudio_accel.geometry import pose_corrected_rays
 from nerfstudio_accel.kernels.backends import check_implementation, resolve_implementation
 from nerfstudio_accel.metrics import UnavailableLPIPS, lpips_without_downloads
 from nerfstudio_accel.models.base import AccelModel, AccelModelConfig
 from nerfstudio_accel.step_phases import phase
+from nerfstudio_accel.viewer.finished_run import FinishedRunViewer
 
 
 @dataclass
@@ -57,7 +60,8 @@ class AccelNerfactoModelConfig(AccelModelConfig, NerfactoModelConfig):
         if self.predict_normals or self.use_gradient_scaling:
             raise ConfigError(
                 "accel-nerfacto does not support --pipeline.model.predict-normals or "
-                "--pipeline.model.use-gradient-scaling; use nerfacto for those"
+                "--pipeline.model.use-gradient-scaling; use nerfacto for those (ns-export reads accel-nerfacto's "
+                "normals without predict-normals)"
             )
         self.implementation = resolve_implementation(self.implementation, device_type)  # type: ignore[assignment]
 
@@ -135,6 +139,11 @@ class RawColorNerfactoField(NerfactoField):
         raw_density = self._density_before_activation
         return raw_density, self.raw_outputs(ray_samples, density_embedding=geo_features)[FieldHeadNames.RGB]
 
+    def raw_density_at(self, positions: Float[Tensor, "n 3"]) -> Float[Tensor, "n 1"]:
+        """Pre-activation density at world ``positions`` (nerfacto's ``density_fn``), differentiable in them."""
+        self.density_fn(positions)
+        return self._density_before_activation
+
     def activate_density(self, ray_samples: RaySamples, raw_density: Float[Tensor, "*bs 1"]) -> Float[Tensor, "*bs 1"]:
         """nerfacto's density activation, zero outside the scene box (or its contraction)."""
         positions = ray_samples.frustums.get_positions()
@@ -170,6 +179,7 @@ class AccelNerfactoModel(AccelModel, NerfactoModel):
         check_implementation(self.config.implementation, device_type, "accel-nerfacto")
         with _nerfacto_field_swapped(), lpips_without_downloads():
             super().populate_modules()
+        self.finished_run_viewer = FinishedRunViewer()  # nerfstudio's Viewer sets it up (ns-viewer's page)
 
     # --- the three seams -------------------------------------------------------------------------
 
@@ -195,7 +205,8 @@ class AccelNerfactoModel(AccelModel, NerfactoModel):
     def render(
         self, samples: ProposalSamples, raw_density: Float[Tensor, "*bs 1"], raw_color: Float[Tensor, "*bs 3"]
     ) -> Dict[str, Tensor]:
-        """nerfacto's rendering of the activated outputs (its outputs dict, proposal depths included)."""
+        """nerfacto's rendering of the activated outputs (its outputs dict, proposal depths included); outside
+        training also ``normals`` from the density's gradient (:mod:`~nerfstudio_accel.fields.density_normals`)."""
         ray_samples = samples.ray_samples
         density = self.field.activate_density(ray_samples, raw_density)
         weights = ray_samples.get_weights(density)
@@ -214,6 +225,10 @@ class AccelNerfactoModel(AccelModel, NerfactoModel):
         if self.training:
             outputs["weights_list"] = samples.weights_list + [weights]
             outputs["ray_samples_list"] = samples.ray_samples_list + [ray_samples]
+        else:
+            outputs["normals"] = rendered_normals(
+                self.field.raw_density_at, samples.positions, weights.reshape(-1), samples.ray_indices, samples.n_rays
+            )
         for i in range(self.config.num_proposal_iterations):
             outputs[f"prop_depth_{i}"] = self.renderer_depth(
                 weights=samples.weights_list[i], ray_samples=samples.ray_samples_list[i]

@@ -11,7 +11,8 @@ samples per ray against ~6 from a training view) and show the scene from inside.
 moves each new page's camera once, on its first camera message, next to a training camera: its view
 turned a few degrees about the scene, so that the camera's own frustum, which nerfstudio draws with the
 training image in it, does not stand in front of the page and hide the render. The user moves freely
-from there.
+from there. While training the trainer's ``TrainingViewer`` calls it; in ``ns-viewer`` the model's
+``FinishedRunViewer`` does.
 """
 
 from __future__ import annotations
@@ -72,19 +73,31 @@ def orbited(camera_to_world: Float[Tensor, "3 4"], pivot: Float[Tensor, "3"], ra
     return torch.cat([turn @ pose[:, :3], (pivot + turn @ (pose[:, 3] - pivot))[:, None]], dim=1)
 
 
+STEP_ASIDE_RADIANS = math.radians(8.0)
+"""How far a page opens turned about the scene from the training camera it opens beside."""
+
+
+def page_pose(
+    camera_to_world: Float[Tensor, "3 4"], centre: Float[Tensor, "3"], step_aside_radians: float = STEP_ASIDE_RADIANS
+) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(wxyz, position, look_at)`` in viser's convention of a page beside the camera ``camera_to_world`` (world
+    units): the camera turned by ``step_aside_radians`` about the view axis' point nearest ``centre``, which
+    the page looks at (and its orbit controls turn about)."""
+    pivot = orbit_point(camera_to_world.detach().cpu(), centre.detach().cpu())
+    wxyz, position = viser_pose(orbited(camera_to_world, pivot, step_aside_radians))
+    return wxyz, position, pivot.numpy() * VISER_NERFSTUDIO_SCALE_RATIO
+
+
 def open_pages_at(
     server,
     camera_to_world: Float[Tensor, "3 4"],
     fov: float,
     centre: Float[Tensor, "3"],
-    step_aside_radians: float = math.radians(8.0),
+    step_aside_radians: float = STEP_ASIDE_RADIANS,
 ) -> None:
-    """On each new page's first camera message, move its camera to ``camera_to_world`` (world units),
-    turned by ``step_aside_radians`` about the view axis' point nearest ``centre`` (clear of the camera's
-    own frustum), with vertical ``fov``; the orbit controls then turn about that point."""
-    pivot = orbit_point(camera_to_world.detach().cpu(), centre.detach().cpu())
-    wxyz, position = viser_pose(orbited(camera_to_world, pivot, step_aside_radians))
-    look_at = pivot.numpy() * VISER_NERFSTUDIO_SCALE_RATIO
+    """On each new page's first camera message, move its camera to :func:`page_pose` beside
+    ``camera_to_world`` (clear of the camera's own frustum), with vertical ``fov``."""
+    wxyz, position, look_at = page_pose(camera_to_world, centre, step_aside_radians)
 
     @server.on_client_connect
     def _(client) -> None:

@@ -15,6 +15,7 @@ import viser
 
 from nerfstudio_accel.viewer import page_camera
 from nerfstudio_accel.viewer.accel_panel import AccelPanel
+from nerfstudio_accel.viewer.finished_run import CPU_MAX_RES
 from nerfstudio_accel.viewer.training_stats import TrainingStats
 
 
@@ -53,7 +54,7 @@ class TrainingViewer:
         gets none of this."""
         control_panel = getattr(viewer_state, "control_panel", None)  # nerfstudio's viewer has one, the legacy one not
         if control_panel is not None and device_type == "cpu":  # nerfstudio's "Fast" preset: renders hold training up
-            control_panel._train_util.value, control_panel._max_res.value = 0.95, 256
+            control_panel._train_util.value, control_panel._max_res.value = 0.95, CPU_MAX_RES
         server = getattr(viewer_state, "viser_server", None)
         if not isinstance(server, viser.ViserServer):  # the legacy viewer
             return cls(pipeline, None, panel_every, viewer_state, control_panel)
