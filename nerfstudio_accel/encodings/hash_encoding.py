@@ -7,7 +7,9 @@ so a checkpoint moves between them and between devices:
 - ``torch``: the pure-PyTorch reference (:mod:`~nerfstudio_accel.encodings.hash_encoding_torch`), any device;
 - ``kernel``: fused forward/backward kernels that need no C++ compiler: numba on CPU
   (:mod:`~nerfstudio_accel.kernels.hash_encoding_numba`), Triton on CUDA
-  (:mod:`~nerfstudio_accel.kernels.hash_encoding_triton`);
+  (:mod:`~nerfstudio_accel.kernels.hash_encoding_triton`); a call whose variant (half outputs, point
+  gradients) fails its probe encodes with ``torch``, after one warning
+  (:func:`~nerfstudio_accel.kernels.backends.kernel_variant_runs`);
 - ``tcnn``: tiny-cuda-nn's ``HashGrid`` reading the same table, where tiny-cuda-nn imports (CUDA).
 """
 
@@ -23,6 +25,7 @@ from torch.autograd.function import once_differentiable
 
 from nerfstudio_accel.encodings.hash_encoding_torch import encode_torch
 from nerfstudio_accel.errors import BackendUnavailable, CheckpointError
+from nerfstudio_accel.kernels.backends import kernel_variant_runs
 from nerfstudio_accel.kernels.hash_layout import HashGridLayout, LevelTensors
 
 INIT_RANGE = 1e-4
@@ -151,14 +154,16 @@ class MultiresHashEncoding(nn.Module):
 
     def with_values(self, points: Float[Tensor, "n 3"], values: Float[Tensor, "n out"]) -> Float[Tensor, "n out"]:
         """The encoding of ``points`` whose forward ``values`` a no-grad call on the same points and table
-        returned: ``values`` with the backward attached, where :attr:`reuses_values`; else ``self(points)``."""
+        returned: ``values`` with the backward attached, where :attr:`reuses_values` and that backward's kernel
+        variant runs; else ``self(points)``."""
         if not self.reuses_values:
+            return self(points)
+        unit_points = self._unit_cube_points(points)
+        if not kernel_variant_runs(unit_points.device.type, values.dtype, unit_points.requires_grad):
             return self(points)
         table = self.table.float()
         levels = self.level_tensors(points.device)
-        return FusedHashEncoding.apply(
-            self._unit_cube_points(points), table, levels, self.layout.features_per_level, values.dtype, values
-        )
+        return FusedHashEncoding.apply(unit_points, table, levels, self.layout.features_per_level, values.dtype, values)
 
     @staticmethod
     def _unit_cube_points(points: Float[Tensor, "n 3"]) -> Float[Tensor, "n 3"]:
@@ -167,15 +172,16 @@ class MultiresHashEncoding(nn.Module):
 
     def forward(self, points: Float[Tensor, "n 3"]) -> Float[Tensor, "n out"]:
         points = self._unit_cube_points(points)
-        if self.backend == "torch":
-            return encode_torch(points, self.table, self.layout)
         if self.backend == "tcnn":
             tcnn_module: Any = self._tcnn
             tcnn_module.params = self.table
             return tcnn_module(points).float()
+        out_dtype = _output_dtype(points)
+        if self.backend == "torch" or not kernel_variant_runs(points.device.type, out_dtype, points.requires_grad):
+            return encode_torch(points, self.table, self.layout)
         table = self.table.float()
         levels = self.level_tensors(points.device)
-        return FusedHashEncoding.apply(points, table, levels, self.layout.features_per_level, _output_dtype(points))
+        return FusedHashEncoding.apply(points, table, levels, self.layout.features_per_level, out_dtype)
 
 
 def _output_dtype(points: Tensor) -> torch.dtype:

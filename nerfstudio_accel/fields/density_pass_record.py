@@ -4,6 +4,12 @@ The occupancy sampler's culling pass evaluates the field's density head on every
 graph; the survivors' rows (``PackedSamples.density_index``) are then reused in the same step, so the samples
 that go on are not encoded twice: the no-grad scoring forward reuses their density heads, and the graph
 forward their hash encodings (:meth:`HashGridField.density_head`'s ``encodings``).
+
+Only rows that can survive are held: the sampler first names the least density a kept sample can have
+(:meth:`DensityPassRecord.drop_below`), and each call keeps the rows at or above it (a candidate in empty space
+can never pass the alpha threshold), with their call-order rows as the map ``density_index`` is read through.
+So the record grows with the chunks' survivors, not with every candidate, and lookups gather from the held
+chunks without concatenating them.
 """
 
 from __future__ import annotations
@@ -15,38 +21,80 @@ from jaxtyping import Float, Int
 from torch import Tensor
 
 from nerfstudio_accel.fields.hash_grid_field import HashGridField
+from nerfstudio_accel.sampling.occupancy import DensityRecord
 
 
-class DensityPassRecord:
+class DensityPassRecord(DensityRecord):
     """Activated density ``(n, 3) -> (n, 1)`` through ``field``, keeping, call by call, the position encodings
     (where the field reuses them) and, with ``keep_heads``, the density heads ``(n, 1 + geo)``."""
 
     def __init__(self, field: HashGridField, keep_heads: bool) -> None:
         self.field = field
         self.keep_heads = keep_heads
+        self._least_density: Optional[Tensor] = None
+        self._calls = 0
+        self._seen = 0
         self._encodings: List[Tensor] = []
         self._heads: List[Tensor] = []
+        self._held: List[Tensor] = []  # call-order rows of the held ones, once rows are dropped
+
+    def drop_below(self, density: Float[Tensor, ""]) -> None:
+        """Hold only the rows whose density is at least ``density`` (or NaN) from the first call on."""
+        assert self._calls == 0, "drop_below comes before the record's first call"
+        self._least_density = density
 
     def __call__(self, points: Float[Tensor, "n 3"]) -> Float[Tensor, "n 1"]:
-        encodings = None
-        if self.field.reuses_encodings:
-            encodings = self.field.encode(points)
-            self._encodings.append(encodings)
+        encodings = self.field.encode(points) if self.field.reuses_encodings else None
         head = self.field.density_head(points, encodings)
+        density = self.field.activate_density(head[:, :1])
+        holds = encodings is not None or self.keep_heads
+        if holds and self._least_density is not None:
+            held = torch.nonzero(~(density.reshape(-1) < self._least_density)).reshape(-1)
+            self._held.append(held + self._seen)
+            encodings = None if encodings is None else encodings[held]
+            head = head[held]
+        if encodings is not None:
+            self._encodings.append(encodings)
         if self.keep_heads:
             self._heads.append(head)
-        return self.field.activate_density(head[:, :1])
+        self._calls += 1
+        self._seen += points.shape[0]
+        return density
+
+    @property
+    def held_rows(self) -> int:
+        """How many rows the record holds (each ``enc`` encodings, plus ``1 + geo`` with ``keep_heads``)."""
+        parts = self._encodings or self._heads
+        return sum(part.shape[0] for part in parts)
 
     def encodings(self, rows: Int[Tensor, " m"]) -> Optional[Float[Tensor, "m enc"]]:
-        """The encodings of the points at ``rows`` (in call order), or None when none were kept."""
-        return _concatenated(self._encodings)[rows] if self._encodings else None
+        """The encodings of the points at call-order ``rows`` (held ones), or None when none were kept."""
+        return _gather(self._encodings, self._held_index(rows)) if self._encodings else None
 
     def heads(self, rows: Int[Tensor, " m"]) -> Float[Tensor, "m head"]:
-        """The density heads of the points at ``rows`` (in call order); needs ``keep_heads``."""
+        """The density heads of the points at call-order ``rows`` (held ones); needs ``keep_heads``."""
         assert self.keep_heads, "this record was made without keep_heads"
-        return _concatenated(self._heads)[rows]
+        return _gather(self._heads, self._held_index(rows))
+
+    def _held_index(self, rows: Int[Tensor, " m"]) -> Int[Tensor, " m"]:
+        """Where call-order ``rows`` are among the held rows (the same rows when none were dropped)."""
+        if self._least_density is None:
+            return rows
+        if len(self._held) > 1:
+            self._held = [torch.cat(self._held)]  # sorted: calls in order, each's rows in order
+        return torch.searchsorted(self._held[0], rows)
 
 
-def _concatenated(parts: List[Tensor]) -> Tensor:
-    """The parts in order, without a copy when there is one."""
-    return parts[0] if len(parts) == 1 else torch.cat(parts)
+def _gather(parts: List[Tensor], index: Int[Tensor, " m"]) -> Tensor:
+    """The rows at ``index`` of the parts' concatenation ``(total, k)``, without concatenating them."""
+    if len(parts) == 1:
+        return parts[0][index]
+    sizes = torch.tensor([part.shape[0] for part in parts], device=index.device)
+    part_of = torch.searchsorted(torch.cumsum(sizes, 0), index, right=True)
+    by_part = torch.argsort(part_of, stable=True)
+    out = parts[0].new_empty(index.shape[0], parts[0].shape[1])
+    start = 0
+    for part, picked in zip(parts, torch.split(by_part, torch.bincount(part_of, minlength=len(parts)).tolist())):
+        out[picked] = part[index[picked] - start]
+        start += part.shape[0]
+    return out

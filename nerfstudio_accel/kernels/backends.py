@@ -3,7 +3,9 @@
 Three choices, each with the same four functions (``device_type`` is ``"cpu"``, ``"cuda"``, ``"mps"``, ...):
 
 - the hash encoding, ``--pipeline.model.hash-backend`` (``auto|torch|kernel|tcnn``): ``auto`` is ``tcnn``
-  where it runs, else ``kernel`` where it runs, else ``torch``;
+  where it runs, else ``kernel`` where it runs, else ``torch``; ``kernel`` also probes each variant a run
+  needs (half outputs, point gradients) at its first call, and encodes with ``torch`` where one fails
+  (:func:`kernel_variant_runs`);
 - the field implementation, ``--pipeline.model.implementation`` (``auto|tcnn|torch``): the MLPs and
   direction encoding on tiny-cuda-nn or PyTorch;
 - the ray-marching backend, ``--pipeline.model.sampler-backend`` (``auto|nerfacc|kernel|torch``): ``kernel``
@@ -43,10 +45,13 @@ ResolvedSamplerBackend = Literal["nerfacc", "kernel", "torch"]
 
 
 @functools.lru_cache(maxsize=None)
-def kernel_unavailable_reason(device_type: str) -> str:
-    """Empty when the fused hash-encoding kernels build and agree with the torch reference on
-    ``device_type`` here, else one line saying why not. Checked once per process, forward and backward,
-    on 64 points over a dense and a hashed level."""
+def kernel_unavailable_reason(
+    device_type: str, out_dtype: torch.dtype = torch.float32, point_grad: bool = False
+) -> str:
+    """Empty when a variant of the fused hash-encoding kernels builds and agrees with the torch reference on
+    ``device_type`` here, else one line saying why not. A variant: ``out_dtype`` outputs and output gradients
+    (fp16/bf16 under CUDA autocast), with or without the points' gradient (pose refinement). Checked once per
+    process and variant, forward and backward, on 64 points over a dense and a hashed level."""
     if device_type not in ("cpu", "cuda"):
         return f"there is no fused hash-encoding kernel for {device_type} devices"
     if device_type == "cuda" and not torch.cuda.is_available():
@@ -63,22 +68,49 @@ def kernel_unavailable_reason(device_type: str) -> str:
     table = (torch.rand(layout.num_params, generator=generator) - 0.5).to(device_type)
     results = []
     for fused in (True, False):
+        candidate_points = points.clone().requires_grad_(point_grad)
         candidate = table.clone().requires_grad_(True)
-        try:
-            if fused:
-                values = FusedHashEncoding.apply(
-                    points, candidate, layout.level_tensors(points.device), layout.features_per_level
-                )
-            else:
-                values = encode_torch(points, candidate, layout)
-            values.square().sum().backward()
+        try:  # wherever a training step first needs the variant: with grad, outside autocast
+            with torch.enable_grad(), torch.autocast(device_type, enabled=False):
+                if fused:
+                    levels = layout.level_tensors(points.device)
+                    values = FusedHashEncoding.apply(
+                        candidate_points, candidate, levels, layout.features_per_level, out_dtype
+                    )
+                else:
+                    values = encode_torch(candidate_points, candidate, layout).to(out_dtype)
+                values.float().square().sum().backward()
         except Exception as error:  # noqa: BLE001 - any build or launch failure means "does not run here"
             first_line = (str(error).strip().splitlines() or [type(error).__name__])[0]
             return f"its {module} kernels failed to run: {first_line}"
-        results.append((values.detach(), candidate.grad))
-    if not all(torch.allclose(a, b, atol=1e-5) for a, b in zip(*results)):
+        results.append((values.detach().float(), candidate.grad, candidate_points.grad))
+    tolerance = 1e-5 if out_dtype == torch.float32 else 4 * torch.finfo(out_dtype).eps
+    agree = [a is None or torch.allclose(a, b, rtol=tolerance, atol=tolerance) for a, b in zip(*results)]
+    if not all(agree):
         return f"its {module} kernels disagree with the torch reference on this device"
     return ""
+
+
+def kernel_variant(out_dtype: torch.dtype, point_grad: bool) -> str:
+    """A fused kernel variant in words: ``float16 outputs with point gradients``."""
+    return f"{str(out_dtype).replace('torch.', '')} outputs" + (" with point gradients" if point_grad else "")
+
+
+@functools.lru_cache(maxsize=None)
+def kernel_variant_runs(device_type: str, out_dtype: torch.dtype, point_grad: bool) -> bool:
+    """Whether the ``kernel`` hash backend can encode with its fused variant (:func:`kernel_unavailable_reason`)
+    on ``device_type`` here; asked by each encoding call, probed at the first. When it cannot, one warning per
+    process and variant names it and why: the calls that need it encode with the torch reference (the same
+    table), the others stay on the kernels."""
+    reason = kernel_unavailable_reason(device_type, out_dtype, point_grad)
+    if reason:
+        logger.warning(
+            "hash-encoding kernel variant %s cannot run on %s here (%s); encoding with the torch reference instead",
+            kernel_variant(out_dtype, point_grad),
+            device_type,
+            reason,
+        )
+    return not reason
 
 
 def tcnn_unavailable_reason(device_type: str) -> str:
@@ -104,8 +136,10 @@ def tcnn_encoding_unavailable_reason(device_type: str) -> str:
 @functools.lru_cache(maxsize=None)
 def marcher_unavailable_reason(device_type: str) -> str:
     """Empty when the fused occupancy-grid marcher (numba on CPU, Triton on CUDA) runs on ``device_type`` here,
-    else one line saying why not. On CUDA, checked once per process against the CPU torch reference on 64 rays
-    (one level with uniform steps, two with cone-angle steps: each a kernel variant of its own)."""
+    else one line saying why not. On CUDA, a Triton that cannot follow the reference's rounding is refused before
+    any launch (:func:`~nerfstudio_accel.kernels.marching_triton.missing_triton_features`), then the kernels are
+    checked once per process against the CPU torch reference on 64 rays (one level with uniform steps, two with
+    cone-angle steps: each a kernel variant of its own)."""
     if device_type not in ("cpu", "cuda"):
         return f"there is no fused marcher for {device_type} devices"
     module = "numba" if device_type == "cpu" else "triton"
@@ -113,10 +147,14 @@ def marcher_unavailable_reason(device_type: str) -> str:
         return f"{module} is not installed (pip install {module})"
     if device_type == "cpu":
         return ""
-    if not torch.cuda.is_available():
-        return "CUDA is not available"
     from nerfstudio_accel.kernels import marching_triton
     from nerfstudio_accel.sampling import torch_ops
+
+    missing = marching_triton.missing_triton_features()
+    if missing:
+        return missing
+    if not torch.cuda.is_available():
+        return "CUDA is not available"
 
     generator = torch.Generator().manual_seed(0)
     origins = torch.randn(64, 3, generator=generator) * 2.0

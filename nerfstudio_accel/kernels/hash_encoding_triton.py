@@ -2,7 +2,8 @@
 
 One program handles a block of points over all levels: vertex coordinates, dense or hashed rows,
 trilinear weights, float32 accumulation. The backward pass scatters into the table with atomic adds
-and, when asked, sums the input gradient in the same pass. The indexing is the one in
+and, when asked, sums the input gradient in the same pass. Point offsets are int64 (as the marcher's): with
+int32, ``point * levels * features`` wraps past 2^31 / 32 = 67M points per call. The indexing is the one in
 :mod:`nerfstudio_accel.kernels.hash_layout`, checked against the torch reference; under
 ``TRITON_INTERPRET=1`` (set before this module is imported) the same kernels run on CPU tensors.
 
@@ -54,7 +55,7 @@ def _forward_kernel(
     scales_ptr, resolutions_ptr, offsets_ptr, dense_ptr,
     NUM_LEVELS: tl.constexpr, FEATURES: tl.constexpr, BLOCK: tl.constexpr,
 ):  # fmt: skip
-    point = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    point = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)  # int64 offsets: n * L * F > 2^31
     mask = point < num_points
     feature = tl.arange(0, FEATURES)
     x = tl.load(points_ptr + point * 3 + 0, mask=mask, other=0.0)
@@ -91,7 +92,7 @@ def _backward_kernel(
     scales_ptr, resolutions_ptr, offsets_ptr, dense_ptr,
     NUM_LEVELS: tl.constexpr, FEATURES: tl.constexpr, BLOCK: tl.constexpr, POINT_GRAD: tl.constexpr,
 ):  # fmt: skip
-    point = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    point = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)  # int64 offsets: n * L * F > 2^31
     mask = point < num_points
     feature = tl.arange(0, FEATURES)
     x = tl.load(points_ptr + point * 3 + 0, mask=mask, other=0.0)

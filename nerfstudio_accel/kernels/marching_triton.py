@@ -10,12 +10,13 @@ torch twin's :func:`~nerfstudio_accel.sampling.torch_ops.lattice_ranges` (on the
 only device-to-host read is the total number of samples, which sizes the outputs.
 
 Every per-step value uses the torch twin's float32 arithmetic, in the same order: the kernels are launched
-without fused multiply-adds and divide with IEEE rounding (``div_rn``; Triton's ``/`` is approximate on
-CUDA). The geometric (cone-angle) part keeps the power of ``1 + cone_angle`` in float64 (one float64
-product per step) and rounds it to float32: its error, about steps * 2^-53, is far below a float32 ulp, and
-the tests find it bit for bit equal to the numba twin's ``powf``, while torch's vectorised ``pow`` can be an
-ulp or two off. As for the numba twin, such a step can differ from the torch twin's by an ulp and move a
-sample whose midpoint sits exactly on a cell or range boundary.
+without fused multiply-adds and divide with IEEE rounding (``div_rn``, always of two blocks of one shape: some
+releases' ``div_rn`` neither broadcasts nor promotes; Triton's ``/`` is approximate on CUDA). A Triton that
+lacks either (:func:`missing_triton_features`) is not used. The geometric (cone-angle) part keeps the power
+of ``1 + cone_angle`` in float64 (one float64 product per step) and rounds it to float32: its error, about
+steps * 2^-53, is far below a float32 ulp, and the tests find it bit for bit equal to the numba twin's ``powf``,
+while torch's vectorised ``pow`` can be an ulp or two off. As for the numba twin, such a step can differ from the
+torch twin's by an ulp and move a sample whose midpoint sits exactly on a cell or range boundary.
 
 :func:`traverse_occupancy_grid` takes CUDA tensors (CPU ones under ``TRITON_INTERPRET=1``, set before
 this module is imported).
@@ -23,6 +24,7 @@ this module is imported).
 
 from __future__ import annotations
 
+import re
 from typing import Tuple
 
 import torch
@@ -73,9 +75,11 @@ def _march_kernel(
     boxes = ()  # every level's (lo_x, lo_y, lo_z, hi_x, hi_y, hi_z), loaded once
     for c in tl.static_range(6 * NUM_LEVELS):
         boxes = boxes + (tl.load(aabbs_ptr + c),)
-    if NUM_LEVELS == 1:  # one box for every step
+    if NUM_LEVELS == 1:  # one box for every step; its sizes as blocks, which every release's div_rn divides by
         lo_x, lo_y, lo_z, hi_x, hi_y, hi_z = boxes[0], boxes[1], boxes[2], boxes[3], boxes[4], boxes[5]
-        size_x, size_y, size_z = hi_x - lo_x, hi_y - lo_y, hi_z - lo_z
+        size_x = tl.zeros((BLOCK,), dtype=tl.float32) + (hi_x - lo_x)
+        size_y = tl.zeros((BLOCK,), dtype=tl.float32) + (hi_y - lo_y)
+        size_z = tl.zeros((BLOCK,), dtype=tl.float32) + (hi_z - lo_z)
     else:
         no_level = tl.zeros((BLOCK,), dtype=tl.int64)
         outside = tl.zeros((BLOCK,), dtype=tl.int1)
@@ -140,6 +144,17 @@ def _march_kernel(
             total += kept.to(tl.int64)
     if not FILL:
         tl.store(kept_ptr + ray, total, mask=mask)
+
+
+def missing_triton_features() -> str:
+    """Empty when this Triton can follow the torch twin's rounding, else one line naming what it lacks: launches
+    without fused multiply-adds (``enable_fp_fusion``, Triton 2.2 and later) or IEEE division (``tl.math.div_rn``)."""
+    version = triton.__version__
+    if tuple(int(part) for part in re.findall(r"\d+", version)[:2]) < (2, 2):
+        return f"triton {version} cannot launch without fused multiply-adds (enable_fp_fusion: Triton 2.2 or later)"
+    if "div_rn" not in dir(tl.math):
+        return f"triton {version} has no IEEE division (tl.math.div_rn)"
+    return ""
 
 
 def _float32(value: float) -> float:

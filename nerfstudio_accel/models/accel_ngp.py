@@ -23,6 +23,7 @@ from torch.nn import Parameter
 from nerfstudio_accel.data.scene_checks import SceneFacts
 from nerfstudio_accel.errors import ConfigError
 from nerfstudio_accel.fields.coarse_to_fine import level_weights
+from nerfstudio_accel.fields.density_normals import rendered_normals
 from nerfstudio_accel.fields.density_pass_record import DensityPassRecord
 from nerfstudio_accel.fields.hash_grid_field import FieldImplementation, HashGridField
 from nerfstudio_accel.fields.proposal_field import ProposalDensityField
@@ -35,6 +36,7 @@ from nerfstudio_accel.kernels.backends import (
     check_sampler_backend,
     resolve_hash_backend,
     resolve_implementation,
+    resolve_sampler_backend,
     runnable_hash_backend,
 )
 from nerfstudio_accel.metrics import ImageMetrics
@@ -51,6 +53,7 @@ from nerfstudio_accel.sampling.occupancy import GridUpdateOptions, MarchingOptio
 from nerfstudio_accel.sampling.packed import PackedSamples
 from nerfstudio_accel.sampling.proposal import ProposalSampler
 from nerfstudio_accel.step_phases import phase
+from nerfstudio_accel.viewer.finished_run import FinishedRunViewer
 
 logger = logging.getLogger(__name__)
 
@@ -73,7 +76,8 @@ class AccelNGPModelConfig(AccelModelConfig):
     collider_params: Optional[Dict[str, float]] = None
     sampler_backend: SamplerBackend = "auto"
     """Ray marching: nerfacc CUDA ops (nerfacc), the fused numba marcher on CPU (kernel), the pure-PyTorch
-    reference (torch); auto: nerfacc on CUDA when it loads, kernel on CPU, torch elsewhere."""
+    reference (torch); auto: nerfacc on CUDA when it loads, kernel on CPU, torch elsewhere, written into
+    config.yml as the backend chosen (ns-eval elsewhere says in one line when it marches with another)."""
     sampler: Literal["auto", "occupancy", "proposal"] = "auto"
     """How rays are sampled: an occupancy grid (skips empty space, culls by opacity; object scenes) or
     proposal density fields (coarse-to-fine, num_samples per ray; unbounded captures). auto: occupancy
@@ -207,6 +211,13 @@ class AccelNGPModelConfig(AccelModelConfig):
                 device_type,
             )
         check_hash_backend(self.hash_backend, device_type)
+        if self.sampler_backend == "auto":  # written down: another machine's auto could march another lattice
+            self.sampler_backend = resolve_sampler_backend(self.sampler_backend, device_type)
+            logger.info(
+                "accel-ngp: sampler backend %s on %s (--pipeline.model.sampler-backend)",
+                self.sampler_backend,
+                device_type,
+            )
         if self.sampler == "occupancy":
             check_sampler_backend(self.sampler_backend, device_type)
 
@@ -264,6 +275,7 @@ class AccelNGPModel(AccelModel):
         self.camera_optimizer = cfg.camera_optimizer.setup(num_cameras=self.num_train_data, device="cpu")
         self.sampler = self._build_sampler(aabb, contract, hash_backend, device)
         self.image_metrics = ImageMetrics()
+        self.finished_run_viewer = FinishedRunViewer()  # nerfstudio's Viewer sets it up (ns-viewer's page)
         self.update_to_step(0)
 
     def _build_sampler(
@@ -445,7 +457,8 @@ class AccelNGPModel(AccelModel):
         self, samples: PackedSamples, raw_density: Float[Tensor, "n 1"], raw_color: Float[Tensor, "n 3"]
     ) -> Dict[str, Tensor]:
         """Activations and fp32 compositing over this step's background colours; in training, also the
-        sampler's own losses (the proposal fields' interlevel loss)."""
+        sampler's own losses (the proposal fields' interlevel loss); outside training, a depth for empty rays and
+        ``normals`` from the density's gradient (:mod:`~nerfstudio_accel.fields.density_normals`)."""
         density, color = self.field.activate(raw_density, raw_color)
         background = background_colors(self.background_mode, samples.n_rays, density.device, self.training)
         outputs = render_packed(
@@ -458,6 +471,13 @@ class AccelNGPModel(AccelModel):
         if not self.training:
             outputs["depth"] = depth_over_background(
                 outputs["depth"], outputs["accumulation"], samples.origins, self.scene_box.aabb
+            )
+            outputs["normals"] = rendered_normals(
+                lambda points: self.field.density_head(points, samples.encodings)[:, :1],
+                samples.positions,
+                outputs["weights"],
+                samples.ray_indices,
+                samples.n_rays,
             )
         else:
             outputs.update(self.sampler.losses(samples, outputs["weights"]))

@@ -17,6 +17,8 @@ pick, with one warning, when a trained model opens there (:meth:`OccupancySample
 from __future__ import annotations
 
 import logging
+import math
+from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Callable, Dict, Optional, Tuple, Union
 
@@ -45,6 +47,30 @@ DENSITY_CHUNK = {"cpu": 1 << 16}
 other devices take :data:`DENSITY_CHUNK_ACCELERATOR` (~0.5 GB of activations for accel-ngp's field):
 each chunk is a few hundred kernel launches."""
 DENSITY_CHUNK_ACCELERATOR = 1 << 20
+
+
+class DensityRecord(ABC):
+    """A density function (:data:`~nerfstudio_accel.sampling.base.DensityFn`) that holds something for each point
+    it is called on, for reuse through ``PackedSamples.density_index`` (e.g.
+    :class:`~nerfstudio_accel.fields.density_pass_record.DensityPassRecord`). Before the culling pass the sampler
+    names the least density a kept sample can have (:meth:`drop_below`), so rows under it need not be held."""
+
+    @abstractmethod
+    def __call__(self, points: Float[Tensor, "n 3"]) -> Float[Tensor, "n 1"]:
+        """Activated densities of world-space ``points``."""
+
+    @abstractmethod
+    def drop_below(self, density: Float[Tensor, ""]) -> None:
+        """From the first call on, rows whose density is under ``density`` belong to culled samples."""
+
+
+def least_visible_density(
+    alpha_threshold: float, t_starts: Float[Tensor, " n"], t_ends: Float[Tensor, " n"]
+) -> Float[Tensor, ""]:
+    """Half the least density with which any of these intervals reaches ``alpha_threshold`` opacity,
+    ``-log(1 - threshold) / max(t_end - t_start) / 2``: a sample under it is culled by opacity whatever its
+    interval (the half leaves room for float rounding)."""
+    return -math.log1p(-alpha_threshold) / (t_ends - t_starts).max() / 2
 
 
 def evaluate_in_chunks(
@@ -334,7 +360,8 @@ class OccupancySampler(Sampler):
     ) -> PackedSamples:
         """:meth:`march` (``stratified`` as there), then, when ``density_fn`` is given, keep the
         :meth:`visible` samples (``density_index``: their rows among the candidates ``density_fn`` saw, in the
-        order it saw them: front to back with ``marching.culling_first_samples``). In training, counts the
+        order it saw them: front to back with ``marching.culling_first_samples``); a :class:`DensityRecord` is
+        first told the :func:`least_visible_density`. In training, counts the
         candidates, the evaluated (those ``density_fn`` saw), the kept and the alpha-culled (of the evaluated)
         samples for :meth:`figures` (no device read here)."""
         with phase("marching"):
@@ -342,6 +369,9 @@ class OccupancySampler(Sampler):
         if density_fn is None or t_starts.numel() == 0 or not self.marching.culls:
             return PackedSamples(ray_indices, t_starts, t_ends, origins, directions)
         with phase("culling density pass"):
+            threshold = self.effective_alpha_threshold()
+            if 0.0 < threshold < 1.0 and isinstance(density_fn, DensityRecord):  # it holds rows that can be kept
+                density_fn.drop_below(least_visible_density(threshold, t_starts, t_ends))
             positions = (
                 origins.float()[ray_indices] + directions.float()[ray_indices] * (0.5 * (t_starts + t_ends))[:, None]
             )
@@ -355,7 +385,6 @@ class OccupancySampler(Sampler):
                 self.marching.early_stop_eps,
                 self.marching.culling_first_samples,
             )
-            threshold = self.effective_alpha_threshold()
             visible = self.visible(ray_indices, t_starts, t_ends, densities, origins.shape[0], threshold)
             if evaluated is not None:  # kept samples are read ones by construction, whatever the sums' rounding
                 visible &= torch.zeros_like(visible).index_fill_(0, evaluated, True)

@@ -239,3 +239,58 @@ def test_tiny_cuda_nn_reads_the_same_table():
     reference.load_state_dict(tcnn_encoding.state_dict())
     points = torch.rand(4000, 3, device="cuda")
     torch.testing.assert_close(tcnn_encoding(points), reference(points), atol=1e-3, rtol=1e-2)  # tcnn computes in fp16
+
+
+@pytest.mark.parametrize("variant", ["point gradients", "float16 outputs"])
+def test_a_kernel_variant_that_fails_falls_back_to_the_reference_with_one_warning(variant, monkeypatch, caplog):
+    """Pose refinement needs the backward kernel's point-gradient variant, autocast on CUDA the half-output one.
+    Where one of them fails (simulated on the numba kernels) while the plain one runs, the calls that need it
+    encode with the torch reference after one warning naming the variant and the reason; the others stay on the
+    kernel."""
+    from nerfstudio_accel.encodings import hash_encoding
+    from nerfstudio_accel.encodings.hash_encoding_torch import encode_torch
+
+    forward, backward = hash_encoding_numba.encode_forward, hash_encoding_numba.encode_backward
+
+    def failing_forward(points, rows, levels, out_dtype=torch.float32):
+        if out_dtype == torch.float16:
+            raise RuntimeError("no half stores here\nsecond line")
+        return forward(points, rows, levels, out_dtype)
+
+    def failing_backward(points, rows, grad_out, levels, point_grad):
+        if point_grad:
+            raise RuntimeError("no point gradients here\nsecond line")
+        return backward(points, rows, grad_out, levels, point_grad)
+
+    monkeypatch.setattr(hash_encoding_numba, "encode_forward", failing_forward)
+    monkeypatch.setattr(hash_encoding_numba, "encode_backward", failing_backward)
+    if variant == "float16 outputs":  # as under CUDA autocast
+        monkeypatch.setattr(hash_encoding, "_output_dtype", lambda points: torch.float16)
+    backends.kernel_unavailable_reason.cache_clear()  # probed again with the failing kernels, and after them
+    backends.kernel_variant_runs.cache_clear()
+    layout = layout_of("all-dense")
+    encoding = MultiresHashEncoding(layout, backend="kernel")
+    points = probe_points(40, seed=3)
+    try:
+        with caplog.at_level("WARNING"):
+            for _ in range(2):
+                posed = points.clone().requires_grad_(variant == "point gradients")
+                values = encoding(posed)
+                (values.float() * torch.linspace(-1, 1, values.shape[1])).sum().backward()
+        reference_points = points.clone().requires_grad_(variant == "point gradients")
+        reference = encode_torch(MultiresHashEncoding._unit_cube_points(reference_points), encoding.table, layout)
+        table_grad = encoding.table.grad.clone()
+        encoding.table.grad = None
+        (reference * torch.linspace(-1, 1, values.shape[1])).sum().backward()
+        assert torch.equal(values.float(), reference.detach()) and torch.equal(table_grad, 2 * encoding.table.grad)
+        if variant == "point gradients":
+            assert torch.equal(posed.grad, reference_points.grad)
+            plain = encoding(points)  # no point gradient needed: the kernel still runs
+            assert not torch.equal(plain, reference.detach()) and torch.allclose(plain, reference, atol=1e-6)
+    finally:
+        backends.kernel_unavailable_reason.cache_clear()
+        backends.kernel_variant_runs.cache_clear()
+    warnings = [record.getMessage() for record in caplog.records if "hash-encoding kernel" in record.getMessage()]
+    assert len(warnings) == 1 and "\n" not in warnings[0], warnings
+    reason = "no point gradients here" if variant == "point gradients" else "no half stores here"
+    assert variant in warnings[0] and reason in warnings[0] and "torch reference" in warnings[0], warnings

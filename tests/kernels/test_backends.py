@@ -1,11 +1,17 @@
 """Backend choices: the hash encoding's ``auto`` by device, refusal of a backend that cannot run, the
 fallback of a saved one, the kernels' self-check against the torch reference; the field implementation's
-refusal of tiny-cuda-nn where it cannot run."""
+refusal of tiny-cuda-nn where it cannot run; the sampler backend written into a resolved config, and the one
+line of a model opened where that backend cannot run."""
 
 from __future__ import annotations
 
-import pytest
+import copy
+import logging
 
+import pytest
+import torch
+
+from nerfstudio_accel.data.scene_checks import SceneFacts
 from nerfstudio_accel.encodings.hash_encoding import FusedHashEncoding
 from nerfstudio_accel.errors import BackendUnavailable
 from nerfstudio_accel.kernels import backends
@@ -75,3 +81,43 @@ def test_tcnn_implementation_where_it_cannot_run_is_refused_in_one_line():
     check_implementation("torch", "cpu", "accel-ngp")
     with pytest.raises(BackendUnavailable, match="choose auto, tcnn or torch"):
         resolve_implementation("cuda", "cpu")
+
+
+def small_accel_ngp_config():
+    """accel-ngp's registered model config, copied, with a small grid and table (explicit: resolution keeps them)."""
+    from nerfstudio_accel.methods import accel_ngp
+
+    config = copy.deepcopy(accel_ngp.config.pipeline.model)
+    config.log2_hashmap_size, config.num_levels, config.max_res, config.grid_resolution = 10, 4, 64, 16
+    return config
+
+
+@pytest.mark.parametrize("bounded", [True, False], ids=["occupancy", "proposal"])
+def test_a_resolved_config_names_a_concrete_sampler_backend(bounded):
+    """config.yml holds the marcher training used, not ``auto`` (which another machine would resolve to another
+    lattice): the fused marcher on this CPU, whichever sampler the scene picks."""
+    config = small_accel_ngp_config()
+    assert config.sampler_backend == "auto"
+    config.resolve("cpu", SceneFacts(bounded=bounded, images_have_alpha=None))
+    assert config.sampler_backend == "kernel"
+
+
+def test_a_model_trained_with_a_backend_that_cannot_run_here_opens_with_one_line(monkeypatch, caplog):
+    """Trained on a CUDA machine whose nerfacc ops load, ``auto`` is written as ``nerfacc``; ns-eval or the viewer
+    on this CPU marches with the fused marcher instead and says so once, in one line naming both."""
+    from nerfstudio.data.scene_box import SceneBox
+
+    config = small_accel_ngp_config()
+    config.implementation, config.hash_backend = "torch", "torch"  # whatever this machine has: they open anywhere
+    with monkeypatch.context() as cuda_machine:
+        cuda_machine.setattr(backends, "nerfacc_ops_unavailable_reason", lambda: "")
+        config.resolve("cuda", SceneFacts(bounded=True, images_have_alpha=True))
+    assert config.sampler_backend == "nerfacc"
+    with caplog.at_level(logging.WARNING):
+        model = config.setup(
+            scene_box=SceneBox(aabb=torch.tensor([[-1.0] * 3, [1.0] * 3])), num_train_data=1, metadata={}, device="cpu"
+        )
+        assert model.sampler.backend_for(torch.device("cpu")) == "kernel"
+    warnings = [record.getMessage() for record in caplog.records if "sampler backend" in record.getMessage()]
+    assert len(warnings) == 1 and "\n" not in warnings[0], warnings
+    assert "nerfacc" in warnings[0] and "kernel" in warnings[0], warnings

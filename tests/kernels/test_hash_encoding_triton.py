@@ -123,3 +123,58 @@ def test_triton_kernels_compile_to_gpu_code_without_a_gpu(point_grad, half):
     for source in sources:
         compiled = triton.compile(source, target=GPUTarget("cuda", 80, 32))
         assert compiled.asm["cubin"]
+
+
+FAR_PROGRAM_CHECK = textwrap.dedent(
+    """
+    import json, os
+    assert os.environ["TRITON_INTERPRET"] == "1"
+    import numpy as np
+    import torch
+    import triton.language as tl
+    from triton.runtime import interpreter
+    from nerfstudio_accel.kernels import hash_encoding_triton as kernels
+    from nerfstudio_accel.kernels.hash_layout import HashGridLayout
+
+    FIRST_PROGRAM = 1 << 25  # its first point: 2^25 * 128 = 2^32, which an int32 product wraps to 0
+
+    def far_program_id(builder, axis):
+        return interpreter.TensorHandle(np.array([builder.grid_idx[axis] + FIRST_PROGRAM], dtype=np.int32), tl.int32)
+
+    interpreter.InterpreterBuilder.create_get_program_id = far_program_id
+    layout = HashGridLayout(num_levels=2, log2_hashmap_size=8, base_resolution=4, per_level_scale=4.0)
+    levels = layout.level_tensors(torch.device("cpu"))
+    constants = dict(NUM_LEVELS=2, FEATURES=2, BLOCK=kernels.BLOCK_POINTS)
+    level_args = (levels.scales, levels.resolutions, levels.offsets, levels.dense.to(torch.int32))
+    points = torch.rand(kernels.BLOCK_POINTS, 3)
+    rows = torch.rand(layout.num_params // 2, 2)
+    out = torch.full((kernels.BLOCK_POINTS, 4), float("nan"))
+    kernels._forward_kernel[(1,)](points, rows, out, points.shape[0], *level_args, **constants)
+    grad_table = torch.zeros_like(rows)
+    grad_points = torch.zeros_like(points)
+    upstream = torch.ones(kernels.BLOCK_POINTS, 4)
+    kernels._backward_kernel[(1,)](
+        points, rows, upstream, grad_table, grad_points, points.shape[0], *level_args, POINT_GRAD=True, **constants
+    )
+    print(json.dumps({
+        "outputs written": int((~out.isnan()).sum()),
+        "table gradients written": int((grad_table != 0).sum()),
+        "point gradients written": int((grad_points != 0).sum()),
+    }))
+    """
+)
+
+
+def test_triton_kernels_index_points_in_int64():
+    """Point offsets are int64: a program whose points lie past 2^31 (here 2^32: a launch of 2^25 programs, which
+    the interpreter fakes by shifting the program ids of a one-program launch on 128 points) is beyond these
+    points and writes nothing; int32 offsets would wrap to points 0-127 and overwrite their rows."""
+    pytest.importorskip("triton")
+    done = subprocess.run(
+        [sys.executable, "-c", FAR_PROGRAM_CHECK],
+        capture_output=True, text=True, timeout=600,
+        env={**__import__("os").environ, "TRITON_INTERPRET": "1", "PYTHONWARNINGS": "ignore"},
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = json.loads(done.stdout.strip().splitlines()[-1])
+    assert report == {"outputs written": 0, "table gradients written": 0, "point gradients written": 0}

@@ -141,3 +141,59 @@ def test_triton_marcher_compiles_to_gpu_code_without_a_gpu(fill, levels, geometr
     ptx = compiled.asm["ptx"]
     assert "div.rn.f32" in ptx and "div.full.f32" not in ptx and "div.approx.f32" not in ptx
     assert "fma.rn.f32" not in ptx
+
+
+@pytest.mark.parametrize(
+    "missing, named",
+    [("version", "enable_fp_fusion"), ("div_rn", "tl.math.div_rn")],
+    ids=["triton-2.1", "no-div_rn"],
+)
+def test_a_triton_without_what_the_marcher_needs_is_not_used(missing, named, monkeypatch, caplog):
+    """Without launches free of fused multiply-adds (Triton before 2.2) or IEEE division, the marcher cannot
+    follow the reference's rounding: it is reported unusable in one line naming what is missing, before any
+    launch, and ``auto`` on CUDA marches with the torch reference after one warning saying why."""
+    triton = pytest.importorskip("triton")
+    if missing == "version":
+        monkeypatch.setattr(triton, "__version__", "2.1.0")
+    else:
+        monkeypatch.delattr(triton.language.math, "div_rn")
+    from nerfstudio_accel.kernels import backends
+
+    reason = backends.marcher_unavailable_reason.__wrapped__("cuda")
+    assert named in reason and "\n" not in reason, reason
+    monkeypatch.setattr(backends, "nerfacc_ops_unavailable_reason", lambda: "nerfacc's CUDA ops did not build")
+    monkeypatch.setattr(backends, "marcher_unavailable_reason", backends.marcher_unavailable_reason.__wrapped__)
+    with caplog.at_level("WARNING", logger=backends.__name__):
+        assert backends.resolve_sampler_backend("auto", "cuda") == "torch"
+    assert len(caplog.records) == 1 and named in caplog.records[0].getMessage()
+
+
+@pytest.mark.parametrize("levels", [1, 4])
+def test_triton_marcher_divides_blocks_by_blocks(levels, monkeypatch):
+    """``tl.math.div_rn`` gets two blocks of one shape: some Triton releases' ``div_rn`` neither broadcasts nor
+    promotes its operands (a block divided by a scalar fails to compile there). Compiled with such a
+    ``div_rn``."""
+    triton = pytest.importorskip("triton")
+    import triton.language as tl
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    from nerfstudio_accel.kernels import marching_triton as kernels
+
+    precise = tl.math.div_rn
+
+    @tl.core.builtin
+    def strict_div_rn(x, y, _semantic=None):
+        types = [str(operand.type) if isinstance(operand, tl.tensor) else repr(operand) for operand in (x, y)]
+        assert x.type.is_block() and types[0] == types[1], f"div_rn of {types[0]} by {types[1]}"
+        return precise(x, y, _semantic=_semantic)
+
+    monkeypatch.setattr(tl.math, "div_rn", strict_div_rn)
+    monkeypatch.setenv("TRITON_ALWAYS_COMPILE", "1")  # a cached binary would skip the front end
+    for geometric in (False, True):
+        constants = {"NUM_LEVELS": levels, "FILL": False, "GEOMETRIC": geometric, "BLOCK": kernels.BLOCK_RAYS}
+        signature = {
+            **POINTER_ARGUMENTS, **SCALAR_ARGUMENTS, **OUTPUT_ARGUMENTS, **{name: "constexpr" for name in constants},
+        }  # fmt: skip
+        source = ASTSource(kernels._march_kernel, signature, constants)
+        triton.compile(source, target=GPUTarget("cuda", 80, 32), options=dict(kernels.LAUNCH_OPTIONS))

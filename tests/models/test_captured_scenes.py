@@ -167,7 +167,7 @@ def test_a_config_from_before_config_resolution_is_refused_in_one_line(unbounded
     config_path = config.get_base_dir() / "config.yml"
     config_path.write_text(yaml.dump(config), "utf8")
     assert "resolved:" not in config_path.read_text()
-    with pytest.raises(ConfigError, match="before nerfstudio-accel 0.2.*retrain") as refused:
+    with pytest.raises(ConfigError, match="written before nerfstudio-accel resolved its choices.*retrain") as refused:
         eval_setup(config_path, test_mode="test")
     assert "\n" not in str(refused.value)
 
