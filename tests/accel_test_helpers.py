@@ -65,6 +65,17 @@ def make_trainer(
     return trainer
 
 
+def train_run(scene: Path, output_dir: Path, steps: int, **kwargs) -> AccelTrainer:
+    """A ``steps``-step run as ns-train leaves it: config.yml saved before set-up, the last step's checkpoint;
+    keyword arguments as :func:`make_trainer`'s."""
+    trainer = make_trainer(
+        scene, output_dir, setup=False, resolve=False, max_num_iterations=steps, steps_per_save=1000, **kwargs
+    )
+    trainer.setup()
+    trainer.train()
+    return trainer
+
+
 def run_steps(trainer: AccelTrainer, start: int, count: int) -> list:
     """``count`` training steps with nerfstudio's callbacks; returns the losses."""
     losses = []

@@ -9,19 +9,9 @@ import pytest
 import torch
 import yaml
 
-from accel_test_helpers import make_trainer, snapshot
+from accel_test_helpers import make_trainer, snapshot, train_run
 from nerfstudio_accel.methods import accel_nerfacto
 from nerfstudio_accel.models.accel_ngp import AutoCameraOptimizerConfig
-
-
-def trained(scene: Path, output_dir: Path, **kwargs):
-    """A 2-step run saved with its config.yml, as ns-train leaves it."""
-    trainer = make_trainer(
-        scene, output_dir, setup=False, resolve=False, max_num_iterations=2, steps_per_save=1000, **kwargs
-    )
-    trainer.setup()
-    trainer.train()
-    return trainer
 
 
 def refusal(scene: Path, output_dir: Path, load_dir: Path, **kwargs) -> str:
@@ -38,13 +28,13 @@ POSE_REFINEMENT = {"camera_optimizer": AutoCameraOptimizerConfig(mode="SO3xR3")}
 
 
 def test_resume_with_pose_refinement_switched_off_names_the_flag(tiny_scene, tmp_path):
-    source = trained(tiny_scene, tmp_path / "a", model=POSE_REFINEMENT)
+    source = train_run(tiny_scene, tmp_path / "a", 2, model=POSE_REFINEMENT)
     message = refusal(tiny_scene, tmp_path / "b", source.checkpoint_dir)
     assert "--pipeline.model.camera-optimizer.mode SO3xR3 (this run: off)" in message
 
 
 def test_resume_of_another_methods_run_names_the_method(tiny_scene, tmp_path):
-    source = trained(tiny_scene, tmp_path / "a", method=accel_nerfacto.config)
+    source = train_run(tiny_scene, tmp_path / "a", 2, method=accel_nerfacto.config)
     message = refusal(tiny_scene, tmp_path / "b", source.checkpoint_dir)
     assert "accel-nerfacto" in message and f"ns-train accel-nerfacto --load-dir {source.checkpoint_dir}" in message
 
@@ -71,20 +61,20 @@ def tcnn_checkpoint(source, folder: Path) -> Path:
 
 
 def test_resume_of_a_tiny_cuda_nn_run_on_cpu_names_the_implementation(tiny_scene, tmp_path):
-    source = trained(tiny_scene, tmp_path / "a")
+    source = train_run(tiny_scene, tmp_path / "a", 2)
     message = refusal(tiny_scene, tmp_path / "b", tcnn_checkpoint(source, tmp_path / "gpu"))
     assert "--pipeline.model.implementation tcnn (this run: torch)" in message
 
 
 def test_a_checkpoint_without_its_config_still_stops_in_one_line(tiny_scene, tmp_path):
-    source = trained(tiny_scene, tmp_path / "a", model=POSE_REFINEMENT)
+    source = train_run(tiny_scene, tmp_path / "a", 2, model=POSE_REFINEMENT)
     (source.checkpoint_dir.parent / "config.yml").unlink()
     message = refusal(tiny_scene, tmp_path / "b", source.checkpoint_dir)
     assert "camera_optimizer.pose_adjustment" in message
 
 
 def test_a_matching_resume_loads(tiny_scene, tmp_path):
-    source = trained(tiny_scene, tmp_path / "a")
+    source = train_run(tiny_scene, tmp_path / "a", 2)
     saved = snapshot(source)
     resumed = make_trainer(tiny_scene, tmp_path / "b", load_dir=source.checkpoint_dir)
     assert resumed._start_step == 2

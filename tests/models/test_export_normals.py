@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import torch
 
-from accel_test_helpers import make_trainer
+from accel_test_helpers import make_trainer, train_run
 from conftest import RunCli
 from nerfstudio_accel.fields import density_normals
 from nerfstudio_accel.methods import accel_nerfacto
@@ -74,16 +74,7 @@ def test_normals_are_rendered_outside_training_only(tiny_scene, tmp_path, monkey
 @pytest.fixture(scope="module")
 def trained_run(tiny_scene, tmp_path_factory) -> Path:
     """config.yml of a short accel-ngp run on the tiny scene, long enough for opaque pixels."""
-    trainer = make_trainer(
-        tiny_scene,
-        tmp_path_factory.mktemp("export_run"),
-        setup=False,
-        max_num_iterations=300,
-        steps_per_save=1000,
-        resolve=False,
-    )
-    trainer.setup()
-    trainer.train()
+    trainer = train_run(tiny_scene, tmp_path_factory.mktemp("export_run"), 300)
     return trainer.base_dir / "config.yml"
 
 

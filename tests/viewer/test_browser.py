@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from accel_test_helpers import make_trainer
+from accel_test_helpers import train_run
 from conftest import cli_env, console_script
 from headless_browser import (
     WatchedTraining,
@@ -79,16 +79,7 @@ def test_accel_panel_in_a_real_browser(tiny_scene, tmp_path):
 @pytest.fixture(scope="module")
 def finished_run(tiny_scene, tmp_path_factory):
     """A short accel-ngp run on the tiny scene, trained in process on CPU and saved."""
-    trainer = make_trainer(
-        tiny_scene,
-        tmp_path_factory.mktemp("finished_run"),
-        setup=False,
-        max_num_iterations=100,
-        steps_per_save=1000,
-        resolve=False,
-    )
-    trainer.setup()
-    trainer.train()
+    trainer = train_run(tiny_scene, tmp_path_factory.mktemp("finished_run"), 100)
     return trainer
 
 
