@@ -195,7 +195,7 @@ def test_reports_print_once_on_rank_zero(tiny_scene, tmp_path, monkeypatch, caps
     for callback in callbacks:
         callback.run_callback_at_location(0, location=TrainingCallbackLocation.AFTER_TRAIN_ITERATION)
     trainer.consecutive_skips = 1
-    trainer._on_skipped_step(0)
+    trainer._on_skipped_step(0, calibrating=False)
     printed = capsys.readouterr().out
     expected = ["Training precision", "hard mining, step 0", "step 0: non-finite loss"]
     assert [text in printed for text in expected] == [rank == 0] * len(expected), printed
