@@ -21,6 +21,7 @@ differ by the lag, and so do the draws that follow.)
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import dataclasses
 import inspect
@@ -69,7 +70,9 @@ def tensors_in(value: Any) -> Iterator[Tensor]:
 
 class BatchPrefetcher:
     """Calls ``make_batch()`` on a daemon thread, keeping up to ``depth`` results queued (and one more
-    finished, waiting for room).
+    finished, waiting for room). Producers still running when the interpreter exits are stopped and joined
+    first: a daemon thread inside a torch op at finalization aborts the process ("terminate called without an
+    active exception").
 
     :meth:`next` returns them in order (re-raising the producer's error, if it failed); :meth:`close`
     stops the thread and drops what is queued. On a CUDA ``device`` the producer runs on its own stream
@@ -89,6 +92,7 @@ class BatchPrefetcher:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._produce, name="accel-batch-prefetcher", daemon=True)
         self._thread.start()
+        _running_prefetchers.add(self)
 
     @property
     def running(self) -> bool:
@@ -144,6 +148,15 @@ class BatchPrefetcher:
             except queue.Empty:
                 break
         self._thread.join(timeout)
+
+
+_running_prefetchers: "weakref.WeakSet[BatchPrefetcher]" = weakref.WeakSet()
+
+
+@atexit.register
+def _close_running_prefetchers() -> None:
+    for prefetcher in list(_running_prefetchers):
+        prefetcher.close()
 
 
 @dataclass

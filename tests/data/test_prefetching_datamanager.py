@@ -159,3 +159,14 @@ def test_ns_exports_camera_poses_of_a_blender_scene(tiny_scene, tmp_path):
     trainer = make_trainer(tiny_scene, tmp_path)
     train_frames, eval_frames = collect_camera_poses(trainer.pipeline)
     assert len(train_frames) == len(trainer.pipeline.datamanager.train_dataset) and eval_frames
+
+
+def test_producers_still_running_at_exit_are_stopped_and_joined():
+    """The interpreter's exit hook stops every producer left running (a datamanager never closed), so no daemon
+    thread is inside a torch op while the interpreter finalizes."""
+    from nerfstudio_accel.data import prefetching_datamanager
+
+    prefetcher = BatchPrefetcher(lambda: torch.zeros(4), depth=2, device=torch.device("cpu"))
+    assert prefetcher.running
+    prefetching_datamanager._close_running_prefetchers()
+    assert not prefetcher.running
