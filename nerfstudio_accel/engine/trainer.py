@@ -47,6 +47,7 @@ from nerfstudio.utils.decorators import check_main_thread, check_viewer_enabled
 from nerfstudio.utils.rich_utils import CONSOLE
 
 from nerfstudio_accel import distributed
+from nerfstudio_accel.engine.event_writers import release_event_writers
 from nerfstudio_accel.engine.resume_checks import check_resumable
 from nerfstudio_accel.engine.warm_start import warm_start
 from nerfstudio_accel.errors import AccelError, CheckpointError, ConfigError, exit_message
@@ -266,6 +267,7 @@ class AccelTrainer(Trainer):
 
     def setup(self, test_mode: Literal["test", "val", "inference"] = "val") -> None:
         """nerfstudio's set-up; a problem the user fixes (e.g. a checkpoint that does not fit) exits with one line."""
+        release_event_writers()  # an earlier run's in this process: this run's events go to this run's log only
         with one_line_exit():
             super().setup(test_mode)
             self._warm_start()
@@ -537,3 +539,4 @@ class AccelTrainer(Trainer):
         finally:
             self.config.max_num_iterations = total
             self.pipeline.datamanager.close()  # the pipelined input sampler's producer thread
+            release_event_writers()

@@ -1,11 +1,13 @@
 """Training from Python through nerfstudio's own ``train_loop``, as nerfstudio's test suite, notebooks and wrapper
 scripts do: a method's config taken from ``all_methods``, changed in code and never saved, is resolved where the
-trainer sets up; a config.yml from before choices were resolved is still refused where a model is opened."""
+trainer sets up; a config.yml from before choices were resolved is still refused where a model is opened; runs
+one after another in one process each log to their own folder."""
 
 from __future__ import annotations
 
 import copy
 import re
+import shutil
 from pathlib import Path
 
 import pytest
@@ -13,6 +15,7 @@ import yaml
 from nerfstudio.configs.method_configs import all_methods
 from nerfstudio.data.dataparsers.blender_dataparser import BlenderDataParserConfig
 from nerfstudio.scripts.train import train_loop
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from nerfstudio_accel.engine.trainer import AccelTrainerConfig
 
@@ -55,3 +58,28 @@ def test_a_config_yml_from_before_resolution_is_refused_in_one_line(tiny_scene, 
     message = err.strip().splitlines()[-1]
     assert message.startswith("error: this AccelNGPModelConfig was never resolved"), err[-2000:]
     assert "0.2" not in message
+
+
+def logged_tags(run_folder: Path) -> set:
+    """The tensorboard tags on disk in a run folder's event files."""
+    tags = set()
+    for events in run_folder.glob("events.out.tfevents.*"):
+        accumulator = EventAccumulator(str(events))
+        accumulator.Reload()
+        tags.update(tag for kind in accumulator.Tags().values() if isinstance(kind, list) for tag in kind)
+    return tags
+
+
+def test_runs_one_after_another_in_one_process_each_log_their_own_events(tiny_scene, tmp_path):
+    """As a notebook trains scene after scene: when ``train_loop`` returns, the run's events are on disk; the next
+    run logs only to its own folder, also after the first run's folder was deleted."""
+    first = config_in_code("accel-ngp", tiny_scene, tmp_path / "first")
+    train_loop(local_rank=0, world_size=1, config=first)
+    assert {"Train Loss", "ETA (time)"} <= logged_tags(first.get_base_dir())
+    shutil.rmtree(tmp_path / "first")
+
+    second = config_in_code("accel-ngp", tiny_scene, tmp_path / "second")
+    second.max_num_iterations = 3
+    train_loop(local_rank=0, world_size=1, config=second)
+    assert not (tmp_path / "first").exists()
+    assert {"Train Loss", "ETA (time)"} <= logged_tags(second.get_base_dir())
