@@ -45,16 +45,16 @@ install|run|checks|parity|scaling)
         sed -i 's/cub::Equality()/cuda::std::equal_to<>()/; s|#include <thrust/iterator/reverse_iterator.h>|&\n#include <cuda/std/functional>|' "$scan"
         echo "patched $scan for CUDA 13 (cub::Equality -> cuda::std::equal_to<>)"
     fi
-    python3 -c "from nerfstudio_accel.kernels.backends import nerfacc_ops_unavailable_reason as why; print(why() or 'nerfacc CUDA ops: loaded')"
+    python3 -c "from nerfstudio_accel.ops.backends import nerfacc_ops_unavailable_reason as why; print(why() or 'nerfacc CUDA ops: loaded')"
     ;;&
 install)
     ;;
 parity)
-    python3 -m pytest -q -p no:cacheprovider tests/sampling/test_nerfacc_cuda_parity.py 2>&1 | tee "$OUT/parity.log" | tail -n 15
+    python3 -m pytest -q -p no:cacheprovider tests/ops/test_nerfacc_cuda_parity.py 2>&1 | tee "$OUT/parity.log" | tail -n 15
     ;;
 checks)
     status=0
-    python3 -m pytest -q -p no:cacheprovider tests/sampling/test_nerfacc_cuda_parity.py tests/engine/test_cuda_paths.py \
+    python3 -m pytest -q -p no:cacheprovider tests/ops/test_nerfacc_cuda_parity.py tests/engine/test_cuda_paths.py \
         tests/engine/test_device_choices.py 2>&1 | tee "$OUT/gpu_tests.log" | tail -n 25 || status=1
     ns-train accel-ngp --machine.device-type cuda --vis tensorboard --max-num-iterations "${STEPS:-2000}" \
         --steps-per-eval-image 100000 --steps-per-eval-batch 100000 --output-dir /tmp/gpu-run --experiment-name lego \

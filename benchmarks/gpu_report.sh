@@ -40,7 +40,7 @@ bash benchmarks/gpu_lego.sh install > "$OUT/install.log" 2>&1 || { tail -n 20 "$
 import importlib.metadata as metadata, platform, torch
 versions = {name: metadata.version(name) for name in ("torch", "triton", "nerfacc", "nerfstudio", "numba")}
 print("python", platform.python_version(), "| CUDA", torch.version.cuda, "|", ", ".join(f"{k} {v}" for k, v in versions.items()))
-from nerfstudio_accel.kernels import backends
+from nerfstudio_accel.ops import backends
 for device in ("cuda",):
     print("sampler backend auto ->", backends.resolve_sampler_backend("auto", device),
           "| hash backend auto ->", backends.resolve_hash_backend("auto", device),
@@ -52,7 +52,7 @@ EOF
 if [ "$part" != bench ]; then
     echo "## CUDA-only tests" >> "$report"
     python3 -m pytest -q -p no:cacheprovider -rs tests/kernels/test_hash_encoding_triton.py tests/kernels/test_marching_triton.py \
-        tests/sampling/test_nerfacc_cuda_parity.py tests/engine/test_cuda_paths.py tests/engine/test_device_choices.py \
+        tests/ops tests/engine/test_cuda_paths.py tests/engine/test_device_choices.py \
         > "$OUT/gpu_tests.log" 2>&1 || status=1
     { echo '```'; tail -n 15 "$OUT/gpu_tests.log"; echo '```'; echo; } >> "$report"
 

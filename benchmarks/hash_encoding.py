@@ -25,9 +25,9 @@ from typing import Callable, Dict, List, Optional
 import torch
 
 from nerfstudio_accel.encodings.hash_encoding import MultiresHashEncoding
-from nerfstudio_accel.encodings.hash_encoding_torch import encode_torch
-from nerfstudio_accel.kernels.backends import tcnn_encoding_unavailable_reason
 from nerfstudio_accel.kernels.hash_layout import HashGridLayout
+from nerfstudio_accel.ops._hash_encoding_torch import encode_torch
+from nerfstudio_accel.ops.backends import tcnn_encoding_unavailable_reason
 
 BACKENDS = ("kernel", "torch", "nerfstudio", "torch-compile", "tcnn")
 

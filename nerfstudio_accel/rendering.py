@@ -13,7 +13,7 @@ from jaxtyping import Float
 from nerfstudio.model_components import renderers
 from torch import Tensor
 
-from nerfstudio_accel.sampling import torch_ops
+from nerfstudio_accel.ops.volume_rendering import accumulate_along_rays, render_weight_from_density
 from nerfstudio_accel.sampling.packed import PackedSamples
 
 BackgroundMode = Literal["random", "white", "black"]
@@ -26,32 +26,26 @@ def render_packed(
     densities: Float[Tensor, "n_samples 1"],
     colors: Float[Tensor, "n_samples 3"],
     background: Float[Tensor, "n_rays 3"],
-    use_nerfacc: bool = False,
+    backend: str = "torch",
 ) -> Dict[str, Tensor]:
     """Composite activated densities and colours along packed rays, in fp32.
 
     Returns ``rgb (n_rays, 3)`` blended over ``background``, ``accumulation (n_rays, 1)``,
     ``depth (n_rays, 1)`` (expected distance of the visible part) and ``weights (n_samples,)``.
-    ``use_nerfacc`` runs the transmittance scan on nerfacc's CUDA op instead of the torch twin.
+    ``backend``: the ops' backend for these tensors (the sampler's, :meth:`Sampler.backend_for
+    <nerfstudio_accel.sampling.base.Sampler.backend_for>`).
     """
     device_type = densities.device.type
     with torch.autocast(device_type=device_type, enabled=False):
         sigmas = densities.float().reshape(-1)
         colors = colors.float()
         n_rays, ray_indices = samples.n_rays, samples.ray_indices
-        if use_nerfacc:
-            from nerfacc.volrend import render_weight_from_density
-
-            weights = render_weight_from_density(
-                samples.t_starts, samples.t_ends, sigmas, ray_indices=ray_indices, n_rays=n_rays
-            )[0]
-        else:
-            weights = torch_ops.render_weight_from_density(
-                samples.t_starts, samples.t_ends, sigmas, ray_indices, n_rays
-            )
-        accumulation = torch_ops.accumulate_along_rays(weights, None, ray_indices, n_rays)
-        rgb = torch_ops.accumulate_along_rays(weights, colors, ray_indices, n_rays)
-        depth = torch_ops.accumulate_along_rays(weights, samples.t_mids[:, None], ray_indices, n_rays)
+        weights = render_weight_from_density(
+            samples.t_starts, samples.t_ends, sigmas, ray_indices, n_rays, backend=backend
+        )
+        accumulation = accumulate_along_rays(weights, None, ray_indices, n_rays, backend=backend)
+        rgb = accumulate_along_rays(weights, colors, ray_indices, n_rays, backend=backend)
+        depth = accumulate_along_rays(weights, samples.t_mids[:, None], ray_indices, n_rays, backend=backend)
         depth = depth / torch.clamp(accumulation, min=1e-10)
         rgb = rgb + (1.0 - accumulation) * background.float()
     return {"rgb": rgb, "accumulation": accumulation, "depth": depth, "weights": weights}

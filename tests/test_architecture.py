@@ -1,5 +1,6 @@
-"""The package's declared architecture holds: no import cycle, no attribute probe of its own components,
-models that never ask which sampler they hold."""
+"""The package's declared architecture holds: no import cycle, kernels and ops below everything else, backend
+choices only in the ops and the config resolution, no attribute probe of its own components, models that never
+ask which sampler they hold."""
 
 from __future__ import annotations
 
@@ -41,10 +42,11 @@ def module_name(path: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def module_level_imports(path: Path) -> Set[str]:
-    """This package's modules imported at module level (not inside functions or TYPE_CHECKING blocks)."""
+def package_imports(path: Path) -> Set[str]:
+    """This package's modules ``path`` imports anywhere: at module level, inside functions and in TYPE_CHECKING
+    blocks (``from package import module`` names both)."""
     imported: Set[str] = set()
-    for node in ast.parse(path.read_text()).body:
+    for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("nerfstudio_accel"):
             imported.add(node.module)
             imported.update(f"{node.module}.{alias.name}" for alias in node.names)
@@ -54,9 +56,10 @@ def module_level_imports(path: Path) -> Set[str]:
 
 
 def test_no_import_cycle_between_modules():
+    """Counting every import: module level, in functions, under TYPE_CHECKING."""
     modules = {module_name(path): path for path in PACKAGE.rglob("*.py")}
     graph: Dict[str, List[str]] = {
-        name: sorted(target for target in module_level_imports(path) if target in modules and target != name)
+        name: sorted(target for target in package_imports(path) if target in modules and target != name)
         for name, path in modules.items()
     }
     state: Dict[str, int] = {}
@@ -75,6 +78,51 @@ def test_no_import_cycle_between_modules():
         if name not in state:
             visit(name, [name])
     assert not cycles, f"import cycles: {cycles}"
+
+
+LOWER_LAYERS = {"kernels": {"kernels"}, "ops": {"kernels", "ops", "errors"}}
+"""The package's lowest layers and all they may import of it: the kernels nothing else, the ops the kernels
+(and the package's error types); samplers, encodings, fields, the renderer, models and the rest sit above."""
+
+
+def test_kernels_and_ops_import_nothing_above_them():
+    for layer, allowed in LOWER_LAYERS.items():
+        for path in (PACKAGE / layer).glob("*.py"):
+            above = {
+                target
+                for target in package_imports(path)
+                if target != "nerfstudio_accel" and target.split(".")[1] not in allowed
+            }
+            assert not above, f"{layer}/{path.name} imports from above its layer: {sorted(above)}"
+
+
+BACKEND_NAMES = {"nerfacc", "kernel"}
+BACKEND_BRANCHES = {"ops/backends.py", "ops/marching.py", "ops/volume_rendering.py", "ops/hash_encoding.py"}
+"""The only files that compare with a compiled backend's name: the config resolution and the ops that dispatch."""
+
+
+def compares_with_a_backend_name(node: ast.AST) -> bool:
+    if not isinstance(node, ast.Compare):
+        return False
+    for operand in [node.left, *node.comparators]:
+        elements = operand.elts if isinstance(operand, (ast.Tuple, ast.List, ast.Set)) else [operand]
+        if any(isinstance(element, ast.Constant) and element.value in BACKEND_NAMES for element in elements):
+            return True
+    return False
+
+
+def test_only_the_ops_and_the_config_resolution_branch_on_a_backend():
+    """Samplers, the renderer, encodings and fields pass a resolved backend on to the ops and never branch on it;
+    no flag stands for one backend."""
+    branching = set()
+    for path in PACKAGE.rglob("*.py"):
+        relative = path.relative_to(PACKAGE).as_posix()
+        source = path.read_text()
+        for flag in ("use_nerfacc", "composites_with_nerfacc"):
+            assert flag not in source, f"{relative} names {flag}; pass the resolved backend to the ops"
+        if any(compares_with_a_backend_name(node) for node in ast.walk(ast.parse(source))):
+            branching.add(relative)
+    assert branching <= BACKEND_BRANCHES, f"backend branches outside the ops: {sorted(branching - BACKEND_BRANCHES)}"
 
 
 def test_every_attribute_probe_is_of_something_outside_the_package():

@@ -51,14 +51,14 @@ def test_accel_ngp_corrected_rays_under_bf16_equal_fp32(tiny_scene, tmp_path):
     ray_bundle, _ = trainer.pipeline.datamanager.next_train(1)
     model.config.stratified_sampling = False
     samples = model.sample(ray_bundle)
-    assert samples.n_samples > 0
+    assert samples.packed.n_samples > 0
     fp32, bf16 = field_inputs(model, samples, autocast=False), field_inputs(model, samples, autocast=True)
     for name in ("positions", "directions"):
         assert bf16[name].dtype == torch.float32
         assert torch.equal(bf16[name], fp32[name]), (
             f"{name} differ by {float((bf16[name] - fp32[name]).abs().max()):.2e}"
         )
-    uncorrected = samples.directions[samples.ray_indices]
+    uncorrected = samples.packed.directions[samples.ray_indices]
     assert not torch.allclose(fp32["directions"], uncorrected), "the corrections should move the rays"
 
 

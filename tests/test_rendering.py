@@ -9,7 +9,7 @@ import torch
 from nerfacc import volrend
 
 from nerfstudio_accel import rendering
-from nerfstudio_accel.sampling import torch_ops
+from nerfstudio_accel.ops import _torch_impl
 from nerfstudio_accel.sampling.packed import PackedSamples
 
 N_RAYS, N_SAMPLES = 24, 40
@@ -59,7 +59,7 @@ def nerfacc_batched_render(problem, sigmas, colors) -> dict[str, torch.Tensor]:
 
 
 def test_packed_transmittance_and_weights_match_nerfacc_batched():
-    """torch_ops' packed transmittance, opacity and weights equal nerfacc's batched ones."""
+    """The torch twins' packed transmittance, opacity and weights equal nerfacc's batched ones."""
     problem = batched_problem(seed=0)
     samples = packed(problem)
     sigmas = problem["sigmas"].reshape(-1)
@@ -67,18 +67,18 @@ def test_packed_transmittance_and_weights_match_nerfacc_batched():
     expected_weights, expected_trans, expected_alphas = volrend.render_weight_from_density(
         problem["t_starts"], problem["t_ends"], problem["sigmas"]
     )
-    transmittance, alphas = torch_ops.render_transmittance_from_density(*args)
+    transmittance, alphas = _torch_impl.render_transmittance_from_density(*args)
     torch.testing.assert_close(transmittance, expected_trans.reshape(-1), **CLOSE)
     torch.testing.assert_close(alphas, expected_alphas.reshape(-1), **CLOSE)
-    torch.testing.assert_close(torch_ops.render_weight_from_density(*args), expected_weights.reshape(-1), **CLOSE)
+    torch.testing.assert_close(_torch_impl.render_weight_from_density(*args), expected_weights.reshape(-1), **CLOSE)
 
 
 @pytest.mark.parametrize("early_stop_eps, alpha_threshold", [(1e-4, 0.0), (1e-2, 0.05)])
 def test_packed_visibility_matches_nerfacc_batched(early_stop_eps, alpha_threshold):
-    """torch_ops' visibility mask equals nerfacc's batched one (and culls something)."""
+    """The torch twin's visibility mask equals nerfacc's batched one (and culls something)."""
     problem = batched_problem(seed=1)
     samples = packed(problem)
-    visible = torch_ops.render_visibility_from_density(
+    visible = _torch_impl.render_visibility_from_density(
         samples.t_starts,
         samples.t_ends,
         problem["sigmas"].reshape(-1),

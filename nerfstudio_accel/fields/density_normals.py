@@ -16,7 +16,7 @@ import torch
 from jaxtyping import Float, Int
 from torch import Tensor
 
-from nerfstudio_accel.sampling import torch_ops
+from nerfstudio_accel.ops.volume_rendering import accumulate_along_rays
 
 
 def density_normals(raw_density: Callable[[Tensor], Tensor], positions: Float[Tensor, "n 3"]) -> Float[Tensor, "n 3"]:
@@ -41,5 +41,5 @@ def rendered_normals(
     ``ray_indices``) over their :func:`density_normals`, renormalised and shaded to ``[0, 1]``
     (``(n + 1) / 2``; a ray without density gets 0.5 grey)."""
     normals = density_normals(raw_density, positions)
-    summed = torch_ops.accumulate_along_rays(weights.detach().float(), normals, ray_indices, n_rays)
+    summed = accumulate_along_rays(weights.detach().float(), normals, ray_indices, n_rays)
     return ((torch.nn.functional.normalize(summed, dim=-1) + 1.0) / 2.0).clamp(0.0, 1.0)

@@ -1,13 +1,13 @@
 """DensityPassRecord: a sampler's density function over a HashGridField that keeps what the field computed.
 
 The occupancy sampler's culling pass evaluates the field's density head on every marched candidate without a
-graph; the survivors' rows (``PackedSamples.density_index``) are then reused in the same step, so the samples
-that go on are not encoded twice: the no-grad scoring forward reuses their density heads, and the graph
+graph and then names the survivors' rows (:meth:`DensityPassRecord.keep`); what the record holds for them is
+reused in the same step, so the samples that go on are not encoded twice: the no-grad scoring forward reuses their density heads, and the graph
 forward their hash encodings (:meth:`HashGridField.density_head`'s ``encodings``).
 
 Only rows that can survive are held: the sampler first names the least density a kept sample can have
 (:meth:`DensityPassRecord.drop_below`), and each call keeps the rows at or above it (a candidate in empty space
-can never pass the alpha threshold), with their call-order rows as the map ``density_index`` is read through.
+can never pass the alpha threshold), with their call-order rows as the map the kept rows are read through.
 So the record grows with the chunks' survivors, not with every candidate, and lookups gather from the held
 chunks without concatenating them.
 """
@@ -21,7 +21,7 @@ from jaxtyping import Float, Int
 from torch import Tensor
 
 from nerfstudio_accel.fields.hash_grid_field import HashGridField
-from nerfstudio_accel.sampling.occupancy import DensityRecord
+from nerfstudio_accel.sampling.base import DensityRecord
 
 
 class DensityPassRecord(DensityRecord):
@@ -37,6 +37,7 @@ class DensityPassRecord(DensityRecord):
         self._encodings: List[Tensor] = []
         self._heads: List[Tensor] = []
         self._held: List[Tensor] = []  # call-order rows of the held ones, once rows are dropped
+        self._kept: Optional[Tensor] = None
 
     def drop_below(self, density: Float[Tensor, ""]) -> None:
         """Hold only the rows whose density is at least ``density`` (or NaN) from the first call on."""
@@ -67,14 +68,23 @@ class DensityPassRecord(DensityRecord):
         parts = self._encodings or self._heads
         return sum(part.shape[0] for part in parts)
 
-    def encodings(self, rows: Int[Tensor, " m"]) -> Optional[Float[Tensor, "m enc"]]:
-        """The encodings of the points at call-order ``rows`` (held ones), or None when none were kept."""
-        return _gather(self._encodings, self._held_index(rows)) if self._encodings else None
+    def keep(self, rows: Int[Tensor, " n_samples"]) -> None:
+        self._kept = rows
 
-    def heads(self, rows: Int[Tensor, " m"]) -> Float[Tensor, "m head"]:
-        """The density heads of the points at call-order ``rows`` (held ones); needs ``keep_heads``."""
-        assert self.keep_heads, "this record was made without keep_heads"
-        return _gather(self._heads, self._held_index(rows))
+    @property
+    def kept(self) -> bool:
+        """Whether a sampler named the rows of its samples (it ran a culling pass through this record)."""
+        return self._kept is not None
+
+    def kept_encodings(self) -> Optional[Float[Tensor, "n_samples enc"]]:
+        """The position encodings of the kept samples, in order; None where the field reuses none or nothing was
+        kept."""
+        return _gather(self._encodings, self._held_index(self._kept)) if self._encodings and self.kept else None
+
+    def kept_heads(self) -> Float[Tensor, "n_samples head"]:
+        """The density heads of the kept samples, in order; needs ``keep_heads`` and :attr:`kept`."""
+        assert self.keep_heads and self.kept, "a record made with keep_heads, whose rows a sampler kept"
+        return _gather(self._heads, self._held_index(self._kept))
 
     def _held_index(self, rows: Int[Tensor, " m"]) -> Int[Tensor, " m"]:
         """Where call-order ``rows`` are among the held rows (the same rows when none were dropped)."""

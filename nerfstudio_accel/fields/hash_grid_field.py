@@ -52,7 +52,7 @@ class HashGridField(nn.Module):
         num_levels, min_res, max_res, log2_hashmap_size, features_per_level: hash-grid shape.
         hidden_dim, geo_feat_dim, hidden_dim_color, num_layers_color: MLP sizes.
         implementation: MLPs and direction encoding on ``tcnn`` or ``torch``, resolved
-            (:func:`~nerfstudio_accel.kernels.backends.resolve_implementation`);
+            (:func:`~nerfstudio_accel.ops.backends.resolve_implementation`);
             nerfstudio's modules build their torch versions when tiny-cuda-nn does not import.
         hash_backend: the position encoding's backend, resolved (``torch``, ``kernel`` or ``tcnn``).
         num_images, appearance_dim: a learned ``appearance_dim``-vector per training image, fed to the colour

@@ -1,6 +1,6 @@
 """Occupancy-grid marching as a fused CPU kernel, JIT-compiled by numba (no C++ compiler needed).
 
-The torch twin (:func:`nerfstudio_accel.sampling.torch_ops.traverse_occupancy_grid`) materialises
+The torch twin (:func:`nerfstudio_accel.ops._torch_impl.traverse_occupancy_grid`) materialises
 every lattice step of every ray as tensors (ray ids, ``t``, points, cell ids) before it filters them.
 Here each thread walks its rays step by step in registers and writes only the samples kept, in two
 passes (count, then fill at each ray's offset). The per-ray ranges come from the same torch code and
@@ -20,8 +20,8 @@ import torch
 from jaxtyping import Bool, Float, Int
 from torch import Tensor
 
+from nerfstudio_accel.kernels.lattice import lattice_ranges
 from nerfstudio_accel.kernels.threads import PARALLEL_KERNELS, choose_threading_layer
-from nerfstudio_accel.sampling.torch_ops import lattice_ranges
 
 choose_threading_layer()
 
@@ -31,7 +31,8 @@ _ZERO = np.float32(0.0)
 
 @numba.njit(inline="always")
 def _uniform_steps(near, step, cone, t_switch):
-    """Lattice steps before the geometric part starts (float32; the torch twin's ``n_uniform``)."""
+    """Lattice steps before the geometric part starts (float32; ``n_uniform`` of
+    :func:`~nerfstudio_accel.kernels.lattice.lattice_start`)."""
     if cone <= _ZERO or near > t_switch:
         return _ZERO
     return np.float32(math.floor((t_switch - near) / step)) + np.float32(1.0)
@@ -39,7 +40,7 @@ def _uniform_steps(near, step, cone, t_switch):
 
 @numba.njit(inline="always")
 def _step_start(k, near, step, cone, growth, n_uniform):
-    """Start and length of lattice step ``k`` (the torch twin's ``_lattice_start``)."""
+    """Start and length of lattice step ``k`` (:func:`~nerfstudio_accel.kernels.lattice.lattice_start`)."""
     if cone <= _ZERO:
         return near + k * step, step
     t = (near + min(k, n_uniform) * step) * growth ** max(k - n_uniform, _ZERO)

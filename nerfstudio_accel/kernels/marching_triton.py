@@ -6,7 +6,7 @@ the device, and a fill pass walks the steps again and writes the kept ones at th
 handles one ray; a program handles a block of rays and loops over the block's longest lattice (a bound it
 computes itself from the loaded counts). The level boxes are read once per program; the number of levels,
 the pass and whether the cone angle is positive are compile-time constants. The per-ray ranges come from the
-torch twin's :func:`~nerfstudio_accel.sampling.torch_ops.lattice_ranges` (on the device, no host sync); the
+shared :func:`~nerfstudio_accel.kernels.lattice.lattice_ranges` (on the device, no host sync); the
 only device-to-host read is the total number of samples, which sizes the outputs.
 
 Every per-step value uses the torch twin's float32 arithmetic, in the same order: the kernels are launched
@@ -33,7 +33,7 @@ import triton.language as tl
 from jaxtyping import Bool, Float, Int
 from torch import Tensor
 
-from nerfstudio_accel.sampling.torch_ops import lattice_ranges
+from nerfstudio_accel.kernels.lattice import lattice_ranges
 
 BLOCK_RAYS = 128
 """Rays per program (one lane each); the program's loop runs to the longest lattice among them."""
@@ -84,7 +84,7 @@ def _march_kernel(
         no_level = tl.zeros((BLOCK,), dtype=tl.int64)
         outside = tl.zeros((BLOCK,), dtype=tl.int1)
     if GEOMETRIC:
-        # uniform steps until t exceeds step / cone (the torch twin's n_uniform), then growth by (1 + cone):
+        # uniform steps until t exceeds step / cone (lattice.lattice_start's n_uniform), then growth by (1 + cone):
         # step k starts at t_uniform * growth^max(k - n_uniform, 0). The power is kept in float64 and rounded
         # to float32 per step: exp2(log2(growth) e) at the first step, then one product by growth per step
         # (a relative error of about steps * 2^-53, far below a float32 ulp)
@@ -98,7 +98,7 @@ def _march_kernel(
         total = tl.zeros((BLOCK,), dtype=tl.int64)
     for local in range(0, tl.max(count, axis=0)):  # the block's longest lattice
         k = k_first + tl.cast(local, tl.float32)
-        # the torch twin's _lattice_start
+        # kernels.lattice.lattice_start
         if GEOMETRIC:
             t_start = (near + tl.minimum(k, n_uniform) * step_size) * power64.to(tl.float32)
             dt = tl.maximum(t_start * cone_angle, step_size)

@@ -38,9 +38,9 @@ from nerfstudio_accel.errors import ConfigError
 from nerfstudio_accel.fields.density_normals import rendered_normals
 from nerfstudio_accel.fields.hash_grid_field import FieldImplementation
 from nerfstudio_accel.geometry import pose_corrected_rays
-from nerfstudio_accel.kernels.backends import check_implementation, resolve_implementation
 from nerfstudio_accel.metrics import UnavailableLPIPS, lpips_without_downloads
 from nerfstudio_accel.models.base import AccelModel, AccelModelConfig
+from nerfstudio_accel.ops.backends import check_implementation, resolve_implementation
 from nerfstudio_accel.step_phases import phase
 from nerfstudio_accel.viewer.finished_run import FinishedRunViewer
 

@@ -6,7 +6,6 @@ its scoring forward reuses the culling pass's density head, so scoring costs onl
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 from dataclasses import dataclass, field
 from typing import Dict, List, Literal, Optional, Tuple, Type
@@ -28,7 +27,9 @@ from nerfstudio_accel.fields.density_pass_record import DensityPassRecord
 from nerfstudio_accel.fields.hash_grid_field import FieldImplementation, HashGridField
 from nerfstudio_accel.fields.proposal_field import ProposalDensityField
 from nerfstudio_accel.geometry import pose_corrected_rays
-from nerfstudio_accel.kernels.backends import (
+from nerfstudio_accel.metrics import ImageMetrics
+from nerfstudio_accel.models.base import AccelModel, AccelModelConfig
+from nerfstudio_accel.ops.backends import (
     HashBackend,
     SamplerBackend,
     check_hash_backend,
@@ -39,8 +40,6 @@ from nerfstudio_accel.kernels.backends import (
     resolve_sampler_backend,
     runnable_hash_backend,
 )
-from nerfstudio_accel.metrics import ImageMetrics
-from nerfstudio_accel.models.base import AccelModel, AccelModelConfig
 from nerfstudio_accel.rendering import (
     BackgroundMode,
     background_colors,
@@ -56,6 +55,32 @@ from nerfstudio_accel.step_phases import phase
 from nerfstudio_accel.viewer.finished_run import FinishedRunViewer
 
 logger = logging.getLogger(__name__)
+
+
+@dataclass
+class FieldSamples:
+    """accel-ngp's samples between its seams: the sampler's geometry ``packed`` (on the rays before pose
+    correction) and, after a culling pass, the field's no-grad position encodings of each sample
+    ``(n_samples, enc)``, which it reuses as its forward values this step (None: the field encodes)."""
+
+    packed: PackedSamples
+    encodings: Optional[Float[Tensor, "n_samples enc"]] = None
+
+    @property
+    def n_rays(self) -> int:
+        return self.packed.n_rays
+
+    @property
+    def ray_indices(self) -> Int[Tensor, " n_samples"]:
+        return self.packed.ray_indices
+
+    @property
+    def positions(self) -> Float[Tensor, "n_samples 3"]:
+        return self.packed.positions
+
+    def subset(self, index: Int[Tensor, " m"]) -> "FieldSamples":
+        """The samples at ``index`` with their encodings, same rays."""
+        return FieldSamples(self.packed.subset(index), None if self.encodings is None else self.encodings[index])
 
 
 @dataclass
@@ -376,40 +401,39 @@ class AccelNGPModel(AccelModel):
 
     # --- the three seams -------------------------------------------------------------------------
 
-    def sample(self, ray_bundle: RayBundle) -> PackedSamples:
+    def sample(self, ray_bundle: RayBundle) -> FieldSamples:
         """The sampler's packed samples of the pose-corrected rays (the occupancy grid's without a graph, the
-        proposal fields' with theirs when grad is on), holding the uncorrected rays for :meth:`field_raw` and
-        the culling pass's encodings of the survivors."""
-        return self._sample(ray_bundle, DensityPassRecord(self.field, keep_heads=False))[0]
+        proposal fields' with theirs when grad is on), on the uncorrected rays for :meth:`field_raw`, with the
+        culling pass's encodings of the survivors."""
+        record = DensityPassRecord(self.field, keep_heads=False)
+        return FieldSamples(self._sample(ray_bundle, record)[0], record.kept_encodings())
 
     def _sample(
         self, ray_bundle: RayBundle, record: DensityPassRecord
     ) -> Tuple[PackedSamples, Float[Tensor, "n_rays 3"]]:
-        """The samples (holding the uncorrected rays and, after a culling pass, the survivors' encodings) and
-        the pose-corrected directions they were marched along."""
+        """The samples on the uncorrected rays (a culling pass keeps its rows in ``record``) and the
+        pose-corrected directions they were marched along."""
         origins, directions, cameras, nears, fars = self._rays(ray_bundle)
         with torch.no_grad():
             marched_origins, marched_directions = self._pose_corrected(origins, directions, cameras)
         samples = self.sampler.sample(marched_origins, marched_directions, nears, fars, record, self._stratified)
-        encodings = None if samples.density_index is None else record.encodings(samples.density_index)
-        return dataclasses.replace(
-            samples, origins=origins, directions=directions, camera_indices=cameras, encodings=encodings
-        ), marched_directions
+        return samples.on_rays(origins, directions, cameras), marched_directions
 
     def sample_and_forward(
         self, ray_bundle: RayBundle
-    ) -> Tuple[PackedSamples, Float[Tensor, "n 1"], Float[Tensor, "n 3"]]:
+    ) -> Tuple[FieldSamples, Float[Tensor, "n 1"], Float[Tensor, "n 3"]]:
         """:meth:`sample` and :meth:`field_raw` of its samples, the field without a graph (a learning sampler
         keeps its own). When the sampler culled by density, the density heads it computed are kept for the
         survivors, so only the colour MLP is added."""
         record = DensityPassRecord(self.field, keep_heads=True)
-        samples, marched_directions = self._sample(ray_bundle, record)
+        packed, marched_directions = self._sample(ray_bundle, record)
+        samples = FieldSamples(packed, record.kept_encodings())
         with torch.no_grad(), phase("scoring forward"):
-            if samples.density_index is None:
+            if not record.kept:
                 return (samples, *self.field_raw(samples))
-            kept = record.heads(samples.density_index)
-            directions = marched_directions[samples.ray_indices]
-            color = self.field.color_raw(kept[:, 1:], directions, samples.sample_camera_indices)
+            kept = record.kept_heads()
+            directions = marched_directions[packed.ray_indices]
+            color = self.field.color_raw(kept[:, 1:], directions, packed.sample_camera_indices)
             return samples, kept[:, :1], color
 
     @property
@@ -443,34 +467,34 @@ class AccelNGPModel(AccelModel):
             return origins, directions
         return pose_corrected_rays(self.camera_optimizer, origins, directions, cameras)
 
-    def field_raw(self, samples: PackedSamples) -> Tuple[Float[Tensor, "n 1"], Float[Tensor, "n 3"]]:
+    def field_raw(self, samples: FieldSamples) -> Tuple[Float[Tensor, "n 1"], Float[Tensor, "n 3"]]:
         """Pre-activation density and colour of each sample (through the pose corrections' graph when the
         camera optimizer is on)."""
-        origins, directions = self._pose_corrected(samples.origins, samples.directions, samples.camera_indices)
-        rays = samples.ray_indices
-        positions = origins[rays] + directions[rays] * samples.t_mids[:, None]
+        packed = samples.packed
+        origins, directions = self._pose_corrected(packed.origins, packed.directions, packed.camera_indices)
+        rays = packed.ray_indices
+        positions = origins[rays] + directions[rays] * packed.t_mids[:, None]
         return self.field_forward(
-            self.field.field_raw, positions, directions[rays], samples.sample_camera_indices, samples.encodings
+            self.field.field_raw, positions, directions[rays], packed.sample_camera_indices, samples.encodings
         )
 
     def render(
-        self, samples: PackedSamples, raw_density: Float[Tensor, "n 1"], raw_color: Float[Tensor, "n 3"]
+        self, samples: FieldSamples, raw_density: Float[Tensor, "n 1"], raw_color: Float[Tensor, "n 3"]
     ) -> Dict[str, Tensor]:
         """Activations and fp32 compositing over this step's background colours; in training, also the
         sampler's own losses (the proposal fields' interlevel loss); outside training, a depth for empty rays and
         ``normals`` from the density's gradient (:mod:`~nerfstudio_accel.fields.density_normals`)."""
+        packed = samples.packed
         density, color = self.field.activate(raw_density, raw_color)
         background = background_colors(self.background_mode, samples.n_rays, density.device, self.training)
-        outputs = render_packed(
-            samples, density, color, background, use_nerfacc=self.sampler.composites_with_nerfacc(density.device)
-        )
+        outputs = render_packed(packed, density, color, background, backend=self.sampler.backend_for(density.device))
         outputs["background"] = background
-        outputs["num_samples_per_ray"] = samples.samples_per_ray().float()[
+        outputs["num_samples_per_ray"] = packed.samples_per_ray().float()[
             :, None
         ]  # an image like the others: float, (n_rays, 1)
         if not self.training:
             outputs["depth"] = depth_over_background(
-                outputs["depth"], outputs["accumulation"], samples.origins, self.scene_box.aabb
+                outputs["depth"], outputs["accumulation"], packed.origins, self.scene_box.aabb
             )
             outputs["normals"] = rendered_normals(
                 lambda points: self.field.density_head(points, samples.encodings)[:, :1],
@@ -480,7 +504,7 @@ class AccelNGPModel(AccelModel):
                 samples.n_rays,
             )
         else:
-            outputs.update(self.sampler.losses(samples, outputs["weights"]))
+            outputs.update(self.sampler.losses(packed, outputs["weights"]))
         return outputs
 
     # --- nerfstudio Model API --------------------------------------------------------------------

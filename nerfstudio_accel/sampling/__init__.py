@@ -1,1 +1,1 @@
-"""Ray samplers behind one interface (occupancy grid, proposal fields), packed samples, and their pure-PyTorch ops."""
+"""Ray samplers behind one interface (occupancy grid, proposal fields), packed samples, and the proposal ops."""

@@ -11,13 +11,34 @@ from abc import ABC, abstractmethod
 from typing import Callable, Dict, Optional, Tuple
 
 import torch
-from jaxtyping import Float
+from jaxtyping import Float, Int
 from torch import Tensor, nn
 
+from nerfstudio_accel.ops.backends import ResolvedSamplerBackend
 from nerfstudio_accel.sampling.packed import PackedSamples
 
 DensityFn = Callable[[Float[Tensor, "n 3"]], Float[Tensor, "n 1"]]
 """World-space points to the main field's activated densities."""
+
+
+class DensityRecord(ABC):
+    """A density function (:data:`DensityFn`) that keeps something of each point it is called on (e.g. the
+    field's encodings, :class:`~nerfstudio_accel.fields.density_pass_record.DensityPassRecord`), so its owner can
+    reuse it for the samples a sampler returns. A sampler that evaluates each candidate at most once names the
+    least density a kept sample can have before its first call (:meth:`drop_below`: rows under it need not be
+    held) and, after it, which of the points it saw became its samples (:meth:`keep`)."""
+
+    @abstractmethod
+    def __call__(self, points: Float[Tensor, "n 3"]) -> Float[Tensor, "n 1"]:
+        """Activated densities of world-space ``points``."""
+
+    @abstractmethod
+    def drop_below(self, density: Float[Tensor, ""]) -> None:
+        """From the first call on, rows whose density is under ``density`` belong to culled samples."""
+
+    @abstractmethod
+    def keep(self, rows: Int[Tensor, " n_samples"]) -> None:
+        """The returned samples, in order, are the points at these rows of all calls' points in call order."""
 
 
 def ray_bounds(
@@ -54,8 +75,8 @@ class Sampler(nn.Module, ABC):
         """Packed samples of the rays (unit ``directions``), between per-ray ``nears``/``fars`` when given.
 
         ``density_fn`` may be called on candidate points (no graph); a sampler that calls it at most once per
-        candidate (every kept sample's point among them) sets ``PackedSamples.density_index`` to their rows in
-        call order, so a caller can reuse what it computed there. ``stratified`` jitters the samples
+        candidate (every kept sample's point among them) tells a :class:`DensityRecord` which rows became its
+        samples, so the caller can reuse what it computed there. ``stratified`` jitters the samples
         (training); without it the result is deterministic. The returned samples hold ``origins`` and
         ``directions`` as given.
         """
@@ -66,13 +87,15 @@ class Sampler(nn.Module, ABC):
 
     def losses(self, samples: PackedSamples, weights: Float[Tensor, " n_samples"]) -> Dict[str, Tensor]:
         """Unweighted losses the sampler trains by, from the main field's compositing ``weights`` of
-        ``samples`` (training only); none by default."""
+        ``samples``, the full set its last training :meth:`sample` returned (what it computed on the way stays
+        with the sampler); none by default."""
         return {}
 
     def figures(self) -> Dict[str, float]:
         """Figures of the last training sampling for the viewer (reading them waits for the device)."""
         return {}
 
-    def composites_with_nerfacc(self, device: torch.device) -> bool:
-        """Whether samples on ``device`` are composited with nerfacc's CUDA scan (else the torch twin)."""
-        return False
+    def backend_for(self, device: torch.device) -> ResolvedSamplerBackend:
+        """The ops' backend for this sampler's samples on ``device``, which the model composites them with
+        (:func:`~nerfstudio_accel.rendering.render_packed`); ``torch`` unless the sampler resolved another."""
+        return "torch"

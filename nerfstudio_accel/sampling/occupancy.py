@@ -1,14 +1,12 @@
-"""OccupancySampler: empty-space skipping with an occupancy grid, on nerfacc CUDA ops or pure PyTorch.
+"""OccupancySampler: empty-space skipping with an occupancy grid, on nerfacc CUDA ops, fused kernels or pure PyTorch.
 
 One grid state for every backend: a nerfacc ``OccGridEstimator`` holds the multi-level binary grid
-(plain torch, any device) and this sampler its EMA update. The backend
-(:mod:`nerfstudio_accel.kernels.backends`) only decides how rays are marched through it and how the
-packed visibility scan runs:
-
-- ``nerfacc``: nerfacc's compiled ``traverse_grids`` and packed scans (CUDA tensors only);
-- ``kernel``: the fused marcher, numba on CPU (:mod:`nerfstudio_accel.kernels.marching_numba`) and Triton on
-  CUDA (:mod:`nerfstudio_accel.kernels.marching_triton`), with the torch scans;
-- ``torch``: :mod:`nerfstudio_accel.sampling.torch_ops`, the reference (CPU, MPS, CUDA without a compiler).
+(plain torch, any device) and this sampler its EMA update. The backend, resolved per device
+(:mod:`nerfstudio_accel.ops.backends`), is handed to the ops that march rays through the grid
+(:func:`~nerfstudio_accel.ops.marching.traverse_occupancy_grid`) and scan the packed visibility
+(:func:`~nerfstudio_accel.ops.volume_rendering.render_visibility_from_density`), and to the model that
+composites the samples (:meth:`OccupancySampler.backend_for`): ``nerfacc`` (CUDA tensors only), ``kernel``
+(the fused marcher, numba on CPU and Triton on CUDA, with the torch scans) or ``torch`` (the reference).
 
 An explicit backend that cannot run on a device is refused before training but falls back to ``auto``'s
 pick, with one warning, when a trained model opens there (:meth:`OccupancySampler.backend_for`).
@@ -18,7 +16,6 @@ from __future__ import annotations
 
 import logging
 import math
-from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Callable, Dict, Optional, Tuple, Union
 
@@ -28,14 +25,16 @@ from nerfacc.estimators.occ_grid import OccGridEstimator
 from torch import Tensor
 
 from nerfstudio_accel.distributed import evaluate_across_ranks
-from nerfstudio_accel.kernels.backends import (
+from nerfstudio_accel.ops.backends import (
     ResolvedSamplerBackend,
     SamplerBackend,
     check_backend_name,
     runnable_sampler_backend,
 )
-from nerfstudio_accel.sampling import torch_ops
-from nerfstudio_accel.sampling.base import DensityFn, Sampler, ray_bounds
+from nerfstudio_accel.ops.marching import traverse_occupancy_grid
+from nerfstudio_accel.ops.packed_scan import first_samples_of_each_ray
+from nerfstudio_accel.ops.volume_rendering import render_visibility_from_density
+from nerfstudio_accel.sampling.base import DensityFn, DensityRecord, Sampler, ray_bounds
 from nerfstudio_accel.sampling.front_to_back_culling import densities_front_to_back, rows_in_call_order
 from nerfstudio_accel.sampling.packed import PackedSamples
 from nerfstudio_accel.step_phases import phase
@@ -47,21 +46,6 @@ DENSITY_CHUNK = {"cpu": 1 << 16}
 other devices take :data:`DENSITY_CHUNK_ACCELERATOR` (~0.5 GB of activations for accel-ngp's field):
 each chunk is a few hundred kernel launches."""
 DENSITY_CHUNK_ACCELERATOR = 1 << 20
-
-
-class DensityRecord(ABC):
-    """A density function (:data:`~nerfstudio_accel.sampling.base.DensityFn`) that holds something for each point
-    it is called on, for reuse through ``PackedSamples.density_index`` (e.g.
-    :class:`~nerfstudio_accel.fields.density_pass_record.DensityPassRecord`). Before the culling pass the sampler
-    names the least density a kept sample can have (:meth:`drop_below`), so rows under it need not be held."""
-
-    @abstractmethod
-    def __call__(self, points: Float[Tensor, "n 3"]) -> Float[Tensor, "n 1"]:
-        """Activated densities of world-space ``points``."""
-
-    @abstractmethod
-    def drop_below(self, density: Float[Tensor, ""]) -> None:
-        """From the first call on, rows whose density is under ``density`` belong to culled samples."""
 
 
 def least_visible_density(
@@ -166,14 +150,12 @@ class OccupancySampler(Sampler):
         self.register_load_state_dict_post_hook(lambda module, _: setattr(module, "_culling", None))
 
     def backend_for(self, device: torch.device) -> ResolvedSamplerBackend:
-        """The marching backend used for rays on ``device`` (:func:`~nerfstudio_accel.kernels.backends.runnable_sampler_backend`)."""
+        """The ops' backend for rays on ``device``: marching, culling and the model's compositing
+        (:func:`~nerfstudio_accel.ops.backends.runnable_sampler_backend`)."""
         if device.type not in self._resolved:
             self._resolved[device.type] = runnable_sampler_backend(self.requested_backend, device.type)
             logger.info("occupancy sampler backend on %s: %s", device.type, self._resolved[device.type])
         return self._resolved[device.type]
-
-    def composites_with_nerfacc(self, device: torch.device) -> bool:
-        return self.backend_for(device) == "nerfacc"
 
     @torch.no_grad()
     def update(self, step: int, density_fn: DensityFn) -> None:
@@ -258,38 +240,14 @@ class OccupancySampler(Sampler):
         origins, directions = origins.float().contiguous(), directions.float().contiguous()
         ray_indices, t_starts, t_ends = self._traverse(origins, directions, near, far)
         if options.max_samples_per_ray is not None and t_starts.numel() > 0:
-            keep = torch.nonzero(torch_ops.first_samples_of_each_ray(ray_indices, options.max_samples_per_ray))[:, 0]
+            keep = torch.nonzero(first_samples_of_each_ray(ray_indices, options.max_samples_per_ray))[:, 0]
             ray_indices, t_starts, t_ends = ray_indices[keep], t_starts[keep], t_ends[keep]  # one sync, not three
         return ray_indices, t_starts, t_ends
 
     def _traverse(self, origins, directions, near, far):
-        """The backend's grid traversal: ``ray_indices (int64), t_starts, t_ends``."""
+        """The grid traversal on this device's backend: ``ray_indices (int64), t_starts, t_ends``."""
         options = self.marching
-        backend = self.backend_for(origins.device)
-        if backend == "nerfacc":
-            from nerfacc.grid import traverse_grids
-
-            intervals, samples = traverse_grids(
-                origins,
-                directions,
-                self.grid.binaries,
-                self.grid.aabbs,
-                near_planes=near,
-                far_planes=far,
-                step_size=options.render_step_size,
-                cone_angle=options.cone_angle,
-            )
-            return samples.ray_indices.long(), intervals.vals[intervals.is_left], intervals.vals[intervals.is_right]
-        traverse = torch_ops.traverse_occupancy_grid
-        if backend == "kernel" and origins.device.type == "cuda":
-            from nerfstudio_accel.kernels import marching_triton
-
-            traverse = marching_triton.traverse_occupancy_grid
-        elif backend == "kernel":
-            from nerfstudio_accel.kernels import marching_numba
-
-            traverse = marching_numba.traverse_occupancy_grid
-        return traverse(
+        return traverse_occupancy_grid(
             origins,
             directions,
             self.grid.binaries,
@@ -298,6 +256,7 @@ class OccupancySampler(Sampler):
             far,
             options.render_step_size,
             options.cone_angle,
+            backend=self.backend_for(origins.device),
         )
 
     def effective_alpha_threshold(self) -> float:
@@ -325,27 +284,15 @@ class OccupancySampler(Sampler):
     ) -> Bool[Tensor, " n_samples"]:
         """Boolean mask of the samples kept: opacity at least ``alpha_threshold`` (see
         :meth:`effective_alpha_threshold`) and transmittance at least ``early_stop_eps``."""
-        options = self.marching
-        if self.backend_for(densities.device) == "nerfacc":
-            from nerfacc.volrend import render_visibility_from_density
-
-            return render_visibility_from_density(
-                t_starts,
-                t_ends,
-                densities,
-                ray_indices=ray_indices,
-                n_rays=n_rays,
-                early_stop_eps=options.early_stop_eps,
-                alpha_thre=alpha_threshold,
-            )
-        return torch_ops.render_visibility_from_density(
+        return render_visibility_from_density(
             t_starts,
             t_ends,
             densities,
             ray_indices,
             n_rays,
-            early_stop_eps=options.early_stop_eps,
+            early_stop_eps=self.marching.early_stop_eps,
             alpha_threshold=alpha_threshold,
+            backend=self.backend_for(densities.device),
         )
 
     @torch.no_grad()
@@ -359,9 +306,9 @@ class OccupancySampler(Sampler):
         stratified: bool = False,
     ) -> PackedSamples:
         """:meth:`march` (``stratified`` as there), then, when ``density_fn`` is given, keep the
-        :meth:`visible` samples (``density_index``: their rows among the candidates ``density_fn`` saw, in the
-        order it saw them: front to back with ``marching.culling_first_samples``); a :class:`DensityRecord` is
-        first told the :func:`least_visible_density`. In training, counts the
+        :meth:`visible` samples; a :class:`~nerfstudio_accel.sampling.base.DensityRecord` is first told the
+        :func:`least_visible_density`, then the kept samples' rows among the candidates it saw, in the order it saw
+        them (front to back with ``marching.culling_first_samples``). In training, counts the
         candidates, the evaluated (those ``density_fn`` saw), the kept and the alpha-culled (of the evaluated)
         samples for :meth:`figures` (no device read here)."""
         with phase("marching"):
@@ -398,14 +345,9 @@ class OccupancySampler(Sampler):
                 "kept": keep.numel(),
                 "alpha_culled": (alphas < threshold).sum(),
             }
-        return PackedSamples(
-            ray_indices[keep],
-            t_starts[keep],
-            t_ends[keep],
-            origins,
-            directions,
-            density_index=rows_in_call_order(keep, evaluated, t_starts.numel()),
-        )
+        if isinstance(density_fn, DensityRecord):
+            density_fn.keep(rows_in_call_order(keep, evaluated, t_starts.numel()))
+        return PackedSamples(ray_indices[keep], t_starts[keep], t_ends[keep], origins, directions)
 
     def figures(self) -> Dict[str, float]:
         """The last training sampling's ``candidates`` (marched), ``evaluated``, ``kept`` (after culling) and

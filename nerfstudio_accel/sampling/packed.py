@@ -1,29 +1,22 @@
-"""PackedSamples: a flat batch of ray intervals, the currency between sampler, field and renderer."""
+"""PackedSamples: a flat batch of ray intervals, the geometry sampler, field and renderer share."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Optional
+from typing import Optional
 
 import torch
 from jaxtyping import Float, Int
 from torch import Tensor
 
-if TYPE_CHECKING:
-    from nerfstudio_accel.sampling.proposal import ProposalRounds
-
 
 @dataclass
 class PackedSamples:
-    """Samples of ``n_rays`` rays packed into one flat list, sorted by ray.
+    """Samples of ``n_rays`` rays packed into one flat list, sorted by ray: geometry only.
 
     ``ray_indices, t_starts, t_ends``: ``(n_samples,)``; ``origins, directions``: ``(n_rays, 3)``;
-    ``camera_indices``: ``(n_rays,)`` training image of each ray (appearance embeddings), or None;
-    ``proposal``: the proposal rounds these samples were drawn through (proposal sampler, full sets only);
-    ``density_index``: ``(n_samples,)`` row of each sample among the points the sampler's ``density_fn``
-    was called on, in call order (a sampler that evaluated each candidate at most once), else None;
-    ``encodings``: ``(n_samples, k)`` the field's no-grad encoding of each sample's position from that
-    density pass, which the field reuses as its forward values this step, else None.
+    ``camera_indices``: ``(n_rays,)`` training image of each ray (appearance embeddings), or None.
+    What a sampler or model computed on the way (proposal rounds, the culling pass's encodings) stays with them.
     """
 
     ray_indices: Int[Tensor, " n_samples"]
@@ -32,9 +25,6 @@ class PackedSamples:
     origins: Float[Tensor, "n_rays 3"]
     directions: Float[Tensor, "n_rays 3"]
     camera_indices: Optional[Int[Tensor, " n_rays"]] = None
-    proposal: Optional["ProposalRounds"] = None
-    density_index: Optional[Int[Tensor, " n_samples"]] = None
-    encodings: Optional[Float[Tensor, "n_samples k"]] = None
 
     @property
     def n_rays(self) -> int:
@@ -65,8 +55,7 @@ class PackedSamples:
         return torch.bincount(self.ray_indices, minlength=self.n_rays)
 
     def subset(self, index: Int[Tensor, " m"]) -> "PackedSamples":
-        """The samples at ``index`` (kept sorted if ``index`` is sorted) with their encodings, same rays;
-        proposal rounds and density rows not carried."""
+        """The samples at ``index`` (kept sorted if ``index`` is sorted), same rays."""
         return PackedSamples(
             self.ray_indices[index],
             self.t_starts[index],
@@ -74,5 +63,13 @@ class PackedSamples:
             self.origins,
             self.directions,
             self.camera_indices,
-            encodings=None if self.encodings is None else self.encodings[index],
         )
+
+    def on_rays(
+        self,
+        origins: Float[Tensor, "n_rays 3"],
+        directions: Float[Tensor, "n_rays 3"],
+        camera_indices: Optional[Int[Tensor, " n_rays"]],
+    ) -> "PackedSamples":
+        """The same intervals along other rays of the same count (e.g. the rays before pose correction)."""
+        return PackedSamples(self.ray_indices, self.t_starts, self.t_ends, origins, directions, camera_indices)

@@ -9,7 +9,8 @@ round. The proposal fields learn only through :meth:`ProposalSampler.interlevel_
 round's weights to bound the main field's. Every op is pure PyTorch (:mod:`.proposal_ops`).
 
 It implements :class:`~nerfstudio_accel.sampling.base.Sampler`: :meth:`sample`, :meth:`update` (the
-annealing schedule) and :meth:`losses` (interlevel, and optionally distortion).
+annealing schedule) and :meth:`losses` (interlevel, and optionally distortion, from the rounds of the last
+training sampling, which the sampler keeps as nerfacc's ``PropNetEstimator`` keeps its ``prop_cache``).
 """
 
 from __future__ import annotations
@@ -21,7 +22,8 @@ import torch
 from jaxtyping import Float
 from torch import Tensor, nn
 
-from nerfstudio_accel.sampling import proposal_ops, torch_ops
+from nerfstudio_accel.ops.ray_aabb import ray_aabb_intersect
+from nerfstudio_accel.sampling import proposal_ops
 from nerfstudio_accel.sampling.base import DensityFn, Sampler, ray_bounds
 from nerfstudio_accel.sampling.packed import PackedSamples
 from nerfstudio_accel.sampling.proposal_ops import Spacing
@@ -93,6 +95,9 @@ class ProposalSampler(Sampler):
         self.distortion = distortion
         self.anneal = 1.0
         """Current exponent on proposal weights (:meth:`update` sets it; 1 outside training)."""
+        self._last_rounds: Optional[ProposalRounds] = None
+        """The rounds behind the last training :meth:`sample` (with the proposal fields' graph), until
+        :meth:`losses` reads them."""
 
     def update(self, step: int, density_fn: Optional[DensityFn] = None) -> None:
         """Advance the annealing schedule to ``step`` (the main field's density is not needed)."""
@@ -108,23 +113,21 @@ class ProposalSampler(Sampler):
         stratified: bool = False,
     ) -> PackedSamples:
         """``num_samples`` packed samples per ray between its near and far distance (the box's entry and
-        exit when bounded), with the proposal rounds behind them; ``density_fn`` is not called."""
+        exit when bounded); in training the sampler keeps the proposal rounds behind them for :meth:`losses`.
+        ``density_fn`` is not called."""
         n_rays = origins.shape[0]
         near, far = ray_bounds(n_rays, self.near_plane, self.far_plane, nears, fars, origins.device)
         if self.aabb is not None:
-            enter, exit_, _ = torch_ops.ray_aabb_intersect(origins, directions, self.aabb)
+            enter, exit_, _ = ray_aabb_intersect(origins, directions, self.aabb)
             near, far = torch.maximum(near, enter), torch.minimum(far, exit_)
         with phase("proposal rounds"):
             distances, rounds = self.propose(origins, directions, near, far, stratified)
+        if self.training:
+            self._last_rounds = rounds
         per_ray = distances.shape[1] - 1
         ray_indices = torch.arange(n_rays, device=origins.device).repeat_interleave(per_ray)
         return PackedSamples(
-            ray_indices,
-            distances[:, :-1].reshape(-1),
-            distances[:, 1:].reshape(-1),
-            origins,
-            directions,
-            proposal=rounds,
+            ray_indices, distances[:, :-1].reshape(-1), distances[:, 1:].reshape(-1), origins, directions
         )
 
     def propose(
@@ -160,14 +163,15 @@ class ProposalSampler(Sampler):
         return proposal_ops.spacing_to_distance(rounds.final_edges, near, far, self.spacing), rounds
 
     def losses(self, samples: PackedSamples, weights: Float[Tensor, " n_samples"]) -> Dict[str, Tensor]:
-        """``interlevel_loss`` (and ``distortion_loss`` when asked for) of a full set of samples drawn by
-        :meth:`sample`; none for a subset (no rounds) or no rays."""
-        if samples.proposal is None or samples.n_rays == 0:
+        """``interlevel_loss`` (and ``distortion_loss`` when asked for) of the full set of samples the last training
+        :meth:`sample` returned, whose rounds it then lets go; none without such a sampling or with no rays."""
+        rounds, self._last_rounds = self._last_rounds, None
+        if rounds is None or samples.n_rays == 0:
             return {}
         per_ray = weights.reshape(samples.n_rays, -1)
-        losses = {"interlevel_loss": self.interlevel_loss(samples.proposal, per_ray)}
+        losses = {"interlevel_loss": self.interlevel_loss(rounds, per_ray)}
         if self.distortion:
-            losses["distortion_loss"] = proposal_ops.distortion_loss(samples.proposal.final_edges, per_ray)
+            losses["distortion_loss"] = proposal_ops.distortion_loss(rounds.final_edges, per_ray)
         return losses
 
     @staticmethod

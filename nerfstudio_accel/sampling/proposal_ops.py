@@ -25,7 +25,7 @@ import torch
 from jaxtyping import Float
 from torch import Tensor
 
-from nerfstudio_accel.sampling.torch_ops import exclusive_cumsum
+from nerfstudio_accel.ops.precision import exclusive_cumsum
 
 Spacing = Literal["linear", "lindisp"]
 

@@ -8,8 +8,9 @@ import torch
 
 from nerfstudio_accel.encodings.hash_encoding import MultiresHashEncoding
 from nerfstudio_accel.errors import CheckpointError
-from nerfstudio_accel.kernels import backends, hash_encoding_numba
+from nerfstudio_accel.kernels import hash_encoding_numba
 from nerfstudio_accel.kernels.hash_layout import HashGridLayout
+from nerfstudio_accel.ops import backends, hash_encoding
 
 LAYOUTS = {
     # name: (levels, min_res, max_res, log2_hashmap_size, features)
@@ -77,7 +78,7 @@ def test_layout_matches_tiny_cuda_nn_rules(name):
 def test_layout_numbers_worked_out_by_hand_from_tiny_cuda_nn():
     """16 * 2^l - 1 = 15, 31, 63, 127 -> 16, 32, 64, 128 vertices per axis; rows min(res^3, 2^19):
     the last level hashes; vertex (1, 1, 1) there lands in row (1 ^ 2654435761 ^ 805459861) mod 2^19."""
-    from nerfstudio_accel.encodings.hash_encoding_torch import corner_rows
+    from nerfstudio_accel.ops._hash_encoding_torch import corner_rows
 
     layout = HashGridLayout(
         num_levels=4, features_per_level=2, log2_hashmap_size=19, base_resolution=16, per_level_scale=2.0
@@ -247,8 +248,7 @@ def test_a_kernel_variant_that_fails_falls_back_to_the_reference_with_one_warnin
     Where one of them fails (simulated on the numba kernels) while the plain one runs, the calls that need it
     encode with the torch reference after one warning naming the variant and the reason; the others stay on the
     kernel."""
-    from nerfstudio_accel.encodings import hash_encoding
-    from nerfstudio_accel.encodings.hash_encoding_torch import encode_torch
+    from nerfstudio_accel.ops._hash_encoding_torch import encode_torch
 
     forward, backward = hash_encoding_numba.encode_forward, hash_encoding_numba.encode_backward
 
@@ -266,8 +266,8 @@ def test_a_kernel_variant_that_fails_falls_back_to_the_reference_with_one_warnin
     monkeypatch.setattr(hash_encoding_numba, "encode_backward", failing_backward)
     if variant == "float16 outputs":  # as under CUDA autocast
         monkeypatch.setattr(hash_encoding, "_output_dtype", lambda points: torch.float16)
-    backends.kernel_unavailable_reason.cache_clear()  # probed again with the failing kernels, and after them
-    backends.kernel_variant_runs.cache_clear()
+    hash_encoding.kernel_unavailable_reason.cache_clear()  # probed again with the failing kernels, and after them
+    hash_encoding.kernel_variant_runs.cache_clear()
     layout = layout_of("all-dense")
     encoding = MultiresHashEncoding(layout, backend="kernel")
     points = probe_points(40, seed=3)
@@ -278,7 +278,7 @@ def test_a_kernel_variant_that_fails_falls_back_to_the_reference_with_one_warnin
                 values = encoding(posed)
                 (values.float() * torch.linspace(-1, 1, values.shape[1])).sum().backward()
         reference_points = points.clone().requires_grad_(variant == "point gradients")
-        reference = encode_torch(MultiresHashEncoding._unit_cube_points(reference_points), encoding.table, layout)
+        reference = encode_torch(reference_points.clamp(0.0, 1.0), encoding.table, layout)
         table_grad = encoding.table.grad.clone()
         encoding.table.grad = None
         (reference * torch.linspace(-1, 1, values.shape[1])).sum().backward()
@@ -288,8 +288,8 @@ def test_a_kernel_variant_that_fails_falls_back_to_the_reference_with_one_warnin
             plain = encoding(points)  # no point gradient needed: the kernel still runs
             assert not torch.equal(plain, reference.detach()) and torch.allclose(plain, reference, atol=1e-6)
     finally:
-        backends.kernel_unavailable_reason.cache_clear()
-        backends.kernel_variant_runs.cache_clear()
+        hash_encoding.kernel_unavailable_reason.cache_clear()
+        hash_encoding.kernel_variant_runs.cache_clear()
     warnings = [record.getMessage() for record in caplog.records if "hash-encoding kernel" in record.getMessage()]
     assert len(warnings) == 1 and "\n" not in warnings[0], warnings
     reason = "no point gradients here" if variant == "point gradients" else "no half stores here"

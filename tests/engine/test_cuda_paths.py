@@ -68,33 +68,6 @@ def test_readme_recipe_cpu_training_then_ns_eval_on_cuda(run_cli, tiny_scene, tm
     assert math.isfinite(json.loads(eval_json.read_text())["results"]["psnr"])
 
 
-@pytest.mark.parametrize("levels, step_size, cone_angle", [(1, 2 * 3**0.5 / 1000, 0.0), (4, 2 * 3**0.5 / 256, 1 / 256)])
-def test_triton_marcher_on_cuda_gives_the_reference_samples(levels, step_size, cone_angle):
-    """The fused marcher compiled for this GPU marches the torch reference's samples (uniform and cone-angle
-    lattices), and the backend probe that ``auto`` reads finds it runnable."""
-    from nerfstudio_accel.kernels import backends, marching_triton
-    from nerfstudio_accel.sampling import torch_ops
-
-    generator = torch.Generator().manual_seed(levels)
-    origins = torch.randn(20000, 3, generator=generator) * 2.0
-    directions = torch.nn.functional.normalize(torch.randn(20000, 3, generator=generator) * 0.4 - origins, dim=-1)
-    aabbs = torch.stack([torch.tensor([-1.0, -1.0, -1.0, 1.0, 1.0, 1.0]) * 2**level for level in range(levels)])
-    binaries = torch.rand(levels, 64, 64, 64, generator=generator) > 0.5
-    near = 0.05 + 0.01 * torch.rand(20000, generator=generator)
-    inputs = [origins, directions, binaries, aabbs, near, torch.full((20000,), 1e3)]
-    # against the CPU reference, whose float32 arithmetic the kernels follow (torch on CUDA divides by
-    # reciprocals, an ulp away at cell boundaries)
-    expected = torch_ops.traverse_occupancy_grid(*inputs, step_size, cone_angle)
-    actual = [
-        t.cpu() for t in marching_triton.traverse_occupancy_grid(*[t.cuda() for t in inputs], step_size, cone_angle)
-    ]
-    assert expected[0].numel() > 100000 and torch.equal(actual[0], expected[0])
-    tolerance = 0.0 if cone_angle == 0.0 else 1e-6  # geometric steps: an ulp of pow()
-    for got, want in zip(actual[1:], expected[1:]):
-        torch.testing.assert_close(got, want, rtol=tolerance, atol=tolerance)
-    assert backends.marcher_unavailable_reason("cuda") == ""
-
-
 @pytest.mark.parametrize("half", [torch.float16, torch.bfloat16])
 def test_triton_hash_encoding_writes_autocast_half_on_cuda(half):
     """Under CUDA autocast the fused encoding returns autocast's half type (no cast pass before the MLP), within

@@ -24,7 +24,7 @@ TRITON_INTERPRETER_CHECK = textwrap.dedent(
     assert os.environ["TRITON_INTERPRET"] == "1"
     import torch
     from nerfstudio_accel.kernels import hash_encoding_triton as triton_kernels
-    from nerfstudio_accel.encodings.hash_encoding_torch import encode_torch
+    from nerfstudio_accel.ops._hash_encoding_torch import encode_torch
     from nerfstudio_accel.kernels.hash_layout import HashGridLayout
 
     report = {}

@@ -1,5 +1,5 @@
 """The Triton marcher against the torch reference under ``TRITON_INTERPRET=1`` on CPU tensors (the scenes of
-``test_marching_numba.py``, rays from inside and outside the box, misses, no rays, an empty grid), and through
+``tests/ops/test_marching.py``, rays from inside and outside the box, misses, no rays, an empty grid), and through
 Triton's compiler to GPU code (no GPU needed)."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import torch
 from accel_test_helpers import marching_scene as scene
 
 SCENES = {
-    # name: (levels, step_size, cone_angle, rays), as in test_marching_numba.py
+    # name: (levels, step_size, cone_angle, rays), as in tests/ops/test_marching.py
     "bounded": (1, 2 * 3**0.5 / 1000, 0.0, "one-block"),
     "contracted-cone": (4, 2 * 3**0.5 / 256, 1 / 256, "one-block"),
     "coarse-cone": (2, 0.01, 0.02, "two-blocks"),
@@ -36,7 +36,7 @@ TRITON_INTERPRETER_CHECK = textwrap.dedent(
     assert os.environ["TRITON_INTERPRET"] == "1"
     import torch
     from nerfstudio_accel.kernels import marching_triton
-    from nerfstudio_accel.sampling import torch_ops
+    from nerfstudio_accel.ops import _torch_impl
 
     def summary(actual, expected, seconds):
         same_rays = actual[0].shape == expected[0].shape and torch.equal(actual[0], expected[0])
@@ -53,7 +53,7 @@ TRITON_INTERPRETER_CHECK = textwrap.dedent(
 
     report = {}
     for name, (inputs, step_size, cone_angle) in torch.load(sys.argv[1]).items():
-        expected = torch_ops.traverse_occupancy_grid(*inputs, step_size, cone_angle)
+        expected = _torch_impl.traverse_occupancy_grid(*inputs, step_size, cone_angle)
         start = time.perf_counter()
         actual = marching_triton.traverse_occupancy_grid(*inputs, step_size, cone_angle)
         report[name] = summary(actual, expected, time.perf_counter() - start)
@@ -157,7 +157,7 @@ def test_a_triton_without_what_the_marcher_needs_is_not_used(missing, named, mon
         monkeypatch.setattr(triton, "__version__", "2.1.0")
     else:
         monkeypatch.delattr(triton.language.math, "div_rn")
-    from nerfstudio_accel.kernels import backends
+    from nerfstudio_accel.ops import backends
 
     reason = backends.marcher_unavailable_reason.__wrapped__("cuda")
     assert named in reason and "\n" not in reason, reason

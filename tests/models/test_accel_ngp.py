@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import copy
-import dataclasses
 from pathlib import Path
 
 import pytest
@@ -15,7 +14,7 @@ from nerfstudio_accel import metrics as accel_metrics
 from nerfstudio_accel.bench.budget import train_for_budget
 from nerfstudio_accel.data.scene_checks import SceneFacts
 from nerfstudio_accel.methods import accel_ngp
-from nerfstudio_accel.models.accel_ngp import AutoCameraOptimizerConfig
+from nerfstudio_accel.models.accel_ngp import AutoCameraOptimizerConfig, FieldSamples
 from nerfstudio_accel.pipelines.accel_pipeline import AccelPipelineConfig
 from nerfstudio_accel.scenes.object_scene import SceneSpec, generate_scene
 
@@ -55,7 +54,7 @@ def test_learns_held_out_views_within_cpu_budget(learning_scene, tmp_path):
     camera = trainer.pipeline.datamanager.eval_dataset.cameras[0:1]
     bundle = camera.generate_rays(camera_indices=0).flatten()
     with torch.no_grad():
-        culled = model.sample(bundle).n_samples
+        culled = model.sample(bundle).packed.n_samples
         marched = model.sampler.sample(bundle.origins, bundle.directions).n_samples
     assert 0 < culled < marched
 
@@ -176,8 +175,9 @@ def test_scoring_forward_reuses_culling_and_matches_the_seams(tiny_scene, tmp_pa
     )
     torch.manual_seed(1)
     samples, scored_density, scored_color = model.sample_and_forward(ray_bundle)
-    assert 0 < samples.n_samples < marched, "culling should drop some marched samples here"
-    assert torch.equal(samples.ray_indices, expected.ray_indices) and torch.equal(samples.t_starts, expected.t_starts)
+    assert 0 < samples.packed.n_samples < marched, "culling should drop some marched samples here"
+    assert torch.equal(samples.ray_indices, expected.ray_indices)
+    assert torch.equal(samples.packed.t_starts, expected.packed.t_starts)
     assert torch.allclose(scored_density, raw_density, atol=1e-5) and torch.allclose(scored_color, raw_color, atol=1e-5)
     assert not scored_density.requires_grad and not scored_color.requires_grad
     assert sum(head_calls) == marched, "one density-head pass over the marched candidates, none over survivors"
@@ -198,16 +198,17 @@ def test_graph_forward_reuses_the_culling_encodings_with_the_same_gradients(tiny
     model.sampler.warmed_up.fill_(True)
     ray_bundle, _ = trainer.pipeline.datamanager.next_train(0)
     samples = model.sample(ray_bundle)
-    assert samples.n_samples > 0 and samples.encodings is not None
+    packed = samples.packed
+    assert packed.n_samples > 0 and samples.encodings is not None
     with torch.no_grad():
-        origins, directions = model._pose_corrected(samples.origins, samples.directions, samples.camera_indices)
-        rays = samples.ray_indices
-        encoded_again = model.field.encode(origins[rays] + directions[rays] * samples.t_mids[:, None])
-    upstream = torch.randn(samples.n_samples, 4, generator=torch.Generator().manual_seed(1))
+        origins, directions = model._pose_corrected(packed.origins, packed.directions, packed.camera_indices)
+        rays = packed.ray_indices
+        encoded_again = model.field.encode(origins[rays] + directions[rays] * packed.t_mids[:, None])
+    upstream = torch.randn(packed.n_samples, 4, generator=torch.Generator().manual_seed(1))
     results = []
     for encodings in (samples.encodings, None):
         model.zero_grad()
-        raw_density, raw_color = model.field_raw(dataclasses.replace(samples, encodings=encodings))
+        raw_density, raw_color = model.field_raw(FieldSamples(packed, encodings))
         (torch.cat([raw_density, raw_color], dim=-1) * upstream).sum().backward()
         grads = {name: p.grad.clone() for name, p in model.named_parameters() if p.grad is not None}
         results.append((raw_density.detach(), raw_color.detach(), grads))
@@ -282,7 +283,7 @@ def test_training_jitters_sample_positions_and_evaluation_does_not(tiny_scene, t
 
     def starts() -> torch.Tensor:
         with torch.no_grad():
-            return model.sample(ray_bundle).t_starts
+            return model.sample(ray_bundle).packed.t_starts
 
     model.train()
     assert not torch.equal(starts(), starts())

@@ -92,13 +92,13 @@ def test_samples_per_ray_are_bounded_on_an_unbounded_scene(unbounded_scene, tmp_
     ray_bundle, _ = pipeline.datamanager.next_train(0)
     model.train()
     if isinstance(model.sampler, ProposalSampler):
-        assert torch.equal(model.sample(ray_bundle).samples_per_ray(), torch.full((ray_bundle.shape[0],), 24))
+        assert torch.equal(model.sample(ray_bundle).packed.samples_per_ray(), torch.full((ray_bundle.shape[0],), 24))
         model.eval()
         with torch.no_grad():
             assert int(model.get_outputs(eval_rays(trainer))["num_samples_per_ray"].max()) == 24
         return
     model.sampler.update(0, model.field.density)
-    assert int(model.sample(ray_bundle).samples_per_ray().max()) <= 64
+    assert int(model.sample(ray_bundle).packed.samples_per_ray().max()) <= 64
     model.eval()
     bundle = eval_rays(trainer)
     with torch.no_grad():
@@ -123,11 +123,11 @@ def test_appearance_embedding_per_image_in_training_mean_in_evaluation(unbounded
     with torch.no_grad():
         samples = model.sample(bundle)
         first = model.field_raw(samples)[1]
-        samples.camera_indices = torch.full_like(samples.camera_indices, 7)
+        samples.packed.camera_indices = torch.full_like(samples.packed.camera_indices, 7)
         seventh = model.field_raw(samples)[1]
         model.eval()
         evaluated = model.field_raw(samples)[1]
-        samples.camera_indices = torch.zeros_like(samples.camera_indices)
+        samples.packed.camera_indices = torch.zeros_like(samples.packed.camera_indices)
         assert torch.equal(model.field_raw(samples)[1], evaluated)  # any index: the mean embedding
     assert not torch.allclose(first, seventh)
     mean_vector = field.appearance.weight.mean(dim=0)

@@ -19,6 +19,7 @@ from nerfstudio_accel.bench.memory import saved_tensor_bytes
 from nerfstudio_accel.engine.build import build_trainer_config
 from nerfstudio_accel.engine.trainer import training_step
 from nerfstudio_accel.methods import accel_ngp
+from nerfstudio_accel.ops import precision
 from nerfstudio_accel.pipelines.hard_mining import (
     HardBatchSizer,
     HardSampleMiningPipelineConfig,
@@ -26,7 +27,6 @@ from nerfstudio_accel.pipelines.hard_mining import (
     importance_moments,
     tau_from_moments,
 )
-from nerfstudio_accel.sampling import torch_ops
 from nerfstudio_accel.scenes.object_scene import SceneSpec, generate_scene
 
 
@@ -345,7 +345,7 @@ class NoFloat64(torch.overrides.TorchFunctionMode):
 def test_mined_step_makes_no_float64_tensor_where_the_device_has_none(mining_scene, tmp_path, monkeypatch):
     """The mined step (sampling, scoring, tau estimate, draw, graph pass) runs on devices without float64 (MPS):
     told that this device has none, it makes no float64 tensor."""
-    monkeypatch.setattr(torch_ops, "supports_float64", lambda device: False)
+    monkeypatch.setattr(precision, "supports_float64", lambda device: False)
     torch.manual_seed(0)
     pipeline = mining_trainer(mining_scene, tmp_path, min_hard_fraction=0.0).pipeline
     ray_bundle, batch = pipeline.datamanager.next_train(0)

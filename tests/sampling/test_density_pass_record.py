@@ -71,6 +71,6 @@ def test_the_record_holds_only_rows_that_can_survive(first_samples, chunk, warme
     else:
         assert record.held_rows == int(sampler.figures()["evaluated"])
     expected_encodings = field.encode(samples.positions)
-    torch.testing.assert_close(record.encodings(samples.density_index), expected_encodings, rtol=0, atol=1e-6)
+    torch.testing.assert_close(record.kept_encodings(), expected_encodings, rtol=0, atol=1e-6)
     expected_heads = field.density_head(samples.positions, expected_encodings)
-    torch.testing.assert_close(record.heads(samples.density_index), expected_heads, rtol=0, atol=1e-6)
+    torch.testing.assert_close(record.kept_heads(), expected_heads, rtol=0, atol=1e-6)

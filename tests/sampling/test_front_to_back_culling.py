@@ -2,26 +2,35 @@
 
 from __future__ import annotations
 
-from typing import List
+from typing import List, Optional
 
 import pytest
 import torch
 
 from accel_test_helpers import make_trainer, run_steps
-from nerfstudio_accel.sampling import torch_ops
+from nerfstudio_accel.ops import precision
+from nerfstudio_accel.ops.volume_rendering import render_visibility_from_density
+from nerfstudio_accel.sampling.base import DensityRecord
 from nerfstudio_accel.sampling.front_to_back_culling import densities_front_to_back, rows_in_call_order
 from nerfstudio_accel.sampling.occupancy import MarchingOptions, OccupancySampler
 
 AABB = torch.tensor([-1.0, -1.0, -1.0, 1.0, 1.0, 1.0])
 
 
-class RecordingDensity:
+class RecordingDensity(DensityRecord):
     """A density function ``(n, 3) -> (n, 1)`` (opaque ball of radius 0.8, faint haze elsewhere) that keeps the
-    points it was called on, call by call, as DensityPassRecord keeps encodings."""
+    points it was called on, call by call, as DensityPassRecord keeps encodings, and the rows a sampler kept."""
 
     def __init__(self, nan_below_z: float = -10.0) -> None:
         self.calls: List[torch.Tensor] = []
         self.nan_below_z = nan_below_z
+        self.kept: Optional[torch.Tensor] = None
+
+    def drop_below(self, density: torch.Tensor) -> None:
+        pass
+
+    def keep(self, rows: torch.Tensor) -> None:
+        self.kept = rows
 
     def __call__(self, points: torch.Tensor) -> torch.Tensor:
         self.calls.append(points.clone())
@@ -48,7 +57,7 @@ def packed_candidates(n_rays: int, seed: int):
 
 
 def visible(densities, ray_indices, t_starts, t_ends, n_rays):
-    return torch_ops.render_visibility_from_density(
+    return render_visibility_from_density(
         t_starts, t_ends, densities, ray_indices, n_rays, early_stop_eps=1e-4, alpha_threshold=1e-2
     )
 
@@ -102,8 +111,8 @@ def test_zero_first_samples_is_one_pass_in_order():
 
 
 def test_the_sampler_keeps_the_same_samples_and_rows_with_front_to_back_culling():
-    """OccupancySampler.sample: same packed samples with ``culling_first_samples`` on and off, ``density_index``
-    naming each kept sample's row among the points the density function saw, and fewer points seen."""
+    """OccupancySampler.sample: same packed samples with ``culling_first_samples`` on and off, the kept rows naming
+    each kept sample's row among the points the density record saw, and fewer points seen."""
     origins, directions, *_ = packed_candidates(300, seed=11)
     results = {}
     for first_samples in (0, 16):
@@ -123,7 +132,7 @@ def test_the_sampler_keeps_the_same_samples_and_rows_with_front_to_back_culling(
             origins[samples.ray_indices]
             + directions[samples.ray_indices] * (0.5 * (samples.t_starts + samples.t_ends))[:, None]
         )
-        torch.testing.assert_close(density.seen[samples.density_index], positions, rtol=0, atol=1e-6)
+        torch.testing.assert_close(density.seen[density.kept], positions, rtol=0, atol=1e-6)
         results[first_samples] = (samples, density.seen.shape[0], sampler.figures())
     (plain, plain_seen, plain_figures), (culled, culled_seen, culled_figures) = results[0], results[16]
     assert torch.equal(culled.ray_indices, plain.ray_indices) and torch.equal(culled.t_starts, plain.t_starts)
@@ -155,7 +164,8 @@ def test_accel_ngp_samples_and_renders_the_same_with_front_to_back_culling(tiny_
     (plain, *plain_raw), (culled, *culled_raw) = forwards[0], forwards[8]
     assert plain.ray_indices.numel() > 0
     assert figures[8]["evaluated"] < figures[0]["evaluated"] == figures[0]["candidates"]
-    assert torch.equal(culled.ray_indices, plain.ray_indices) and torch.equal(culled.t_starts, plain.t_starts)
+    assert torch.equal(culled.ray_indices, plain.ray_indices)
+    assert torch.equal(culled.packed.t_starts, plain.packed.t_starts)
     for culled_values, plain_values in zip(culled_raw, plain_raw):
         torch.testing.assert_close(culled_values, plain_values, atol=1e-6, rtol=1e-6)
     assert renders[0]["accumulation"].max() > 0
@@ -202,7 +212,7 @@ def test_rays_that_never_close_are_read_in_every_round_and_their_rows_follow_the
 
 def test_devices_without_float64_sum_in_float32_and_keep_the_same_samples(monkeypatch):
     """MPS has no float64: the rounds' optical depths are float32 there."""
-    monkeypatch.setattr(torch_ops, "supports_float64", lambda device: False)
+    monkeypatch.setattr(precision, "supports_float64", lambda device: False)
     origins, _, ray_indices, t_starts, t_ends, positions = packed_candidates(120, seed=17)
     density = RecordingDensity()
     full = density(positions).reshape(-1)

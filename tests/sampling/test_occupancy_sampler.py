@@ -10,9 +10,10 @@ import pytest
 import torch
 
 from accel_test_helpers import sample, update
-from nerfstudio_accel.kernels import backends
-from nerfstudio_accel.kernels.backends import check_sampler_backend, resolve_sampler_backend
-from nerfstudio_accel.sampling import torch_ops
+from nerfstudio_accel.ops import backends
+from nerfstudio_accel.ops.backends import check_sampler_backend, resolve_sampler_backend
+from nerfstudio_accel.ops.marching import traverse_occupancy_grid
+from nerfstudio_accel.ops.volume_rendering import render_weight_from_density
 from nerfstudio_accel.sampling.occupancy import MarchingOptions, OccupancySampler, evaluate_in_chunks
 
 AABB = torch.tensor([-1.0, -1.0, -1.0, 1.0, 1.0, 1.0])
@@ -151,7 +152,7 @@ def test_sample_without_density_is_plain_marching_within_planes():
     per_ray_near = torch.linspace(0.0, 2.0, 32)
     per_ray_far = torch.linspace(5.0, 2.5, 32)
     result = sample(sampler, origins, directions, options, near_planes=per_ray_near, far_planes=per_ray_far)
-    expected = torch_ops.traverse_occupancy_grid(
+    expected = traverse_occupancy_grid(
         origins,
         directions,
         binaries,
@@ -189,7 +190,7 @@ def test_sample_culls_occluded_and_transparent_samples():
     assert 0 < int(expected.sum()) < int(0.5 * expected.numel())
 
     assert torch.equal(kept_starts, all_starts[kept]) and torch.equal(kept_ends, all_ends[kept])
-    weights = torch_ops.render_weight_from_density(kept_starts, kept_ends, sigmas[kept], kept_rays, 48)
+    weights = render_weight_from_density(kept_starts, kept_ends, sigmas[kept], kept_rays, 48)
     _, _, reference_weights = reference_visibility(kept_starts, kept_ends, sigmas[kept], kept_rays, 1e-4, 1e-2)
     torch.testing.assert_close(weights.double(), reference_weights, rtol=0, atol=1e-5)
 

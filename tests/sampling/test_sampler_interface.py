@@ -5,8 +5,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from nerfstudio_accel.sampling import torch_ops
-from nerfstudio_accel.sampling.base import Sampler
+from nerfstudio_accel.ops.ray_aabb import ray_aabb_intersect
+from nerfstudio_accel.sampling.base import DensityRecord, Sampler
 from nerfstudio_accel.sampling.occupancy import MarchingOptions, OccupancySampler
 from nerfstudio_accel.sampling.packed import PackedSamples
 from nerfstudio_accel.sampling.proposal import ProposalSampler
@@ -52,19 +52,33 @@ def test_both_samplers_return_packed_samples_of_the_rays_given():
         assert bool((samples.ray_indices[1:] >= samples.ray_indices[:-1]).all()), "sorted by ray"
 
 
-def test_occupancy_density_rows_point_at_the_candidates_density_fn_saw():
-    """``density_index`` finds each kept sample among the points handed to ``density_fn``, in call order."""
-    origins, directions = rays()
-    seen = []
+class RecordedBlob(DensityRecord):
+    """:func:`blob` as a density record: the points of every call, the rows a sampler kept."""
 
-    def recording(points: torch.Tensor) -> torch.Tensor:
-        seen.append(points)
+    def __init__(self) -> None:
+        self.seen, self.kept, self.least = [], None, None
+
+    def __call__(self, points: torch.Tensor) -> torch.Tensor:
+        self.seen.append(points)
         return blob(points)
 
-    samples = occupancy_sampler().sample(origins, directions, None, None, recording, stratified=False)
+    def drop_below(self, density: torch.Tensor) -> None:
+        self.least = density
+
+    def keep(self, rows: torch.Tensor) -> None:
+        self.kept = rows
+
+
+def test_occupancy_sampler_tells_a_density_record_which_points_it_kept():
+    """The kept rows find each returned sample among the points handed to the record, in call order; the record
+    hears the least density a kept sample can have before its first call."""
+    origins, directions = rays()
+    record = RecordedBlob()
+    samples = occupancy_sampler().sample(origins, directions, None, None, record, stratified=False)
     marched = occupancy_sampler().march(origins, directions)[0].numel()
-    assert 0 < samples.n_samples < marched == torch.cat(seen).shape[0], "culling kept some of the candidates"
-    torch.testing.assert_close(torch.cat(seen)[samples.density_index], samples.positions)
+    assert 0 < samples.n_samples < marched == torch.cat(record.seen).shape[0], "culling kept some of the candidates"
+    torch.testing.assert_close(torch.cat(record.seen)[record.kept], samples.positions)
+    assert float(record.least) > 0.0
 
 
 def test_occupancy_figures_count_the_last_training_sampling():
@@ -90,12 +104,13 @@ def test_proposal_losses_need_the_rounds_and_clip_to_the_box():
     samples = sampler.sample(origins, directions, None, None, blob, stratified=True)
     weights = torch.rand(samples.n_samples)
     assert set(sampler.losses(samples, weights)) == {"interlevel_loss", "distortion_loss"}
-    assert sampler.losses(samples.subset(torch.arange(4)), weights[:4]) == {}, "a subset carries no rounds"
-    enter, exit_, _ = torch_ops.ray_aabb_intersect(origins, directions, AABB)
+    assert sampler.losses(samples, weights) == {}, "the sampler lets the rounds go once its losses read them"
+    sampler.eval()
+    sampler.sample(origins, directions, None, None, blob, stratified=False)
+    assert sampler.losses(samples, weights) == {}, "a sampling outside training keeps no rounds"
+    enter, exit_, _ = ray_aabb_intersect(origins, directions, AABB)
     rays_of = samples.ray_indices
     assert bool((samples.t_starts >= enter[rays_of] - 1e-5).all()) and bool(
         (samples.t_ends <= exit_[rays_of] + 1e-5).all()
     )
-    assert not sampler.composites_with_nerfacc(origins.device) and not occupancy_sampler().composites_with_nerfacc(
-        origins.device
-    )
+    assert sampler.backend_for(origins.device) == "torch" == occupancy_sampler().backend_for(origins.device)

@@ -346,8 +346,8 @@ def test_a_page_opens_beside_a_training_camera_clear_of_its_frustum():
 
 
 def test_the_grid_overlay_draws_exactly_the_occupied_cells_of_the_finest_level():
+    from nerfstudio_accel.ops._torch_impl import grid_cell_of_points
     from nerfstudio_accel.sampling.occupancy import OccupancySampler
-    from nerfstudio_accel.sampling.torch_ops import grid_cell_of_points
 
     sampler = OccupancySampler(
         aabb=torch.tensor([-1.0, -2.0, -0.5, 1.0, 2.0, 1.5]), resolution=8, levels=2, backend="torch"

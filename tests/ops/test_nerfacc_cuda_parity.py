@@ -1,9 +1,10 @@
-"""The nerfacc CUDA backend against the pure-PyTorch twin on identical grids, rays and samples.
+"""The ops' nerfacc backend against their pure-PyTorch twins on identical grids, rays and samples, through the
+ops and through the occupancy sampler and renderer that hand them the backend.
 
 Needs a CUDA GPU on which nerfacc's compiled ops load; skipped otherwise (nerfacc 0.5.2 does not compile
 against CUDA 13, whose CUB lost ``cub::Equality``; on the lent H100 these ran with that one call patched
 to ``cuda::std::equal_to<>``, see ``benchmarks/gpu_lego.sh``). nerfacc accumulates the step lattice
-sequentially in float32 while torch_ops uses its closed form, so a few rays differ by a sample at a
+sequentially in float32 while the twin uses its closed form, so a few rays differ by a sample at a
 cell face and ``t`` agrees to ~1e-3 rather than bit-exactly.
 """
 
@@ -11,12 +12,11 @@ from __future__ import annotations
 
 import pytest
 import torch
-from nerfacc import volrend
 
 from accel_test_helpers import sample, update
 from nerfstudio_accel import rendering
-from nerfstudio_accel.kernels.backends import nerfacc_ops_unavailable_reason
-from nerfstudio_accel.sampling import torch_ops
+from nerfstudio_accel.ops.backends import nerfacc_ops_unavailable_reason
+from nerfstudio_accel.ops.volume_rendering import render_weight_from_density
 from nerfstudio_accel.sampling.occupancy import MarchingOptions, OccupancySampler
 from nerfstudio_accel.sampling.packed import PackedSamples
 
@@ -167,19 +167,19 @@ def test_culled_rendering_matches_torch_backend():
     options = MarchingOptions(render_step_size=0.005, near_plane=0.05, alpha_threshold=1e-2, early_stop_eps=1e-4)
     background = torch.rand(N_RAYS, 3, generator=torch.Generator().manual_seed(10)).cuda()
 
-    def render(sampler: OccupancySampler, use_nerfacc: bool):
+    def render(sampler: OccupancySampler):
         ray_indices, t_starts, t_ends = sample(sampler, origins, directions, options, density_fn=blob_density)
         samples = PackedSamples(ray_indices, t_starts, t_ends, origins, directions)
         positions = samples.positions
         return rendering.render_packed(
-            samples, blob_density(positions), position_color(positions), background, use_nerfacc
+            samples, blob_density(positions), position_color(positions), background, sampler.backend_for(origins.device)
         )
 
     marched_alike = counts_per_ray(sample(nerfacc_sampler, origins, directions, options)[0]) == counts_per_ray(
         sample(torch_sampler, origins, directions, options)[0]
     )
     assert marched_alike.float().mean().item() >= MIN_MATCHING_RAY_FRACTION
-    theirs, ours = render(nerfacc_sampler, use_nerfacc=True), render(torch_sampler, use_nerfacc=False)
+    theirs, ours = render(nerfacc_sampler), render(torch_sampler)
     assert theirs["accumulation"].max().item() > 0.5
     for key in ("rgb", "accumulation"):
         difference = (ours[key] - theirs[key]).abs().amax(dim=-1)
@@ -188,8 +188,8 @@ def test_culled_rendering_matches_torch_backend():
 
 
 def test_packed_weights_match_nerfacc_cuda():
-    """On identical packed samples, nerfacc's CUDA ``render_weight_from_density(ray_indices=...)``
-    and ``render_packed(use_nerfacc=True)`` equal the torch twins to 1e-5."""
+    """On identical packed samples, the weights op on the nerfacc backend (its CUDA scan) and
+    ``render_packed(backend="nerfacc")`` equal the torch backend's to 1e-5."""
     _, torch_sampler = sampler_pair(levels=1)
     torch_sampler.grid.binaries = torch.ones_like(torch_sampler.grid.binaries)
     origins, directions = random_cuda_rays(seed=20)
@@ -198,13 +198,13 @@ def test_packed_weights_match_nerfacc_cuda():
     sigmas = torch.exp(2.0 * torch.randn(t_starts.shape[0], generator=generator)).cuda()
     colors = torch.rand(t_starts.shape[0], 3, generator=generator).cuda()
 
-    theirs = volrend.render_weight_from_density(t_starts, t_ends, sigmas, ray_indices=ray_indices, n_rays=N_RAYS)[0]
-    ours = torch_ops.render_weight_from_density(t_starts, t_ends, sigmas, ray_indices, N_RAYS)
+    theirs = render_weight_from_density(t_starts, t_ends, sigmas, ray_indices, N_RAYS, backend="nerfacc")
+    ours = render_weight_from_density(t_starts, t_ends, sigmas, ray_indices, N_RAYS, backend="torch")
     torch.testing.assert_close(ours, theirs, rtol=0, atol=1e-5)
 
     samples = PackedSamples(ray_indices, t_starts, t_ends, origins, directions)
     background = torch.zeros(N_RAYS, 3, device="cuda")
-    with_nerfacc = rendering.render_packed(samples, sigmas[:, None], colors, background, use_nerfacc=True)
-    with_torch = rendering.render_packed(samples, sigmas[:, None], colors, background, use_nerfacc=False)
+    with_nerfacc = rendering.render_packed(samples, sigmas[:, None], colors, background, backend="nerfacc")
+    with_torch = rendering.render_packed(samples, sigmas[:, None], colors, background, backend="torch")
     for key in ("rgb", "accumulation", "weights"):
         torch.testing.assert_close(with_torch[key], with_nerfacc[key], rtol=0, atol=1e-5, msg=key)

@@ -1,11 +1,11 @@
-"""Every backend choice, probed, resolved and checked in one place.
+"""Every backend choice, probed, resolved and checked in one place: the config resolution the ops' names come from.
 
 Three choices, each with the same four functions (``device_type`` is ``"cpu"``, ``"cuda"``, ``"mps"``, ...):
 
 - the hash encoding, ``--pipeline.model.hash-backend`` (``auto|torch|kernel|tcnn``): ``auto`` is ``tcnn``
   where it runs, else ``kernel`` where it runs, else ``torch``; ``kernel`` also probes each variant a run
   needs (half outputs, point gradients) at its first call, and encodes with ``torch`` where one fails
-  (:func:`kernel_variant_runs`);
+  (:func:`~nerfstudio_accel.ops.hash_encoding.kernel_variant_runs`, beside the op it guards);
 - the field implementation, ``--pipeline.model.implementation`` (``auto|tcnn|torch``): the MLPs and
   direction encoding on tiny-cuda-nn or PyTorch;
 - the ray-marching backend, ``--pipeline.model.sampler-backend`` (``auto|nerfacc|kernel|torch``): ``kernel``
@@ -30,7 +30,8 @@ from typing import Literal, Optional
 import torch
 
 from nerfstudio_accel.errors import BackendUnavailable
-from nerfstudio_accel.kernels.hash_layout import HashGridLayout
+from nerfstudio_accel.ops.hash_encoding import kernel_unavailable_reason
+from nerfstudio_accel.ops.marching import traverse_occupancy_grid
 
 logger = logging.getLogger(__name__)
 
@@ -42,75 +43,6 @@ ResolvedSamplerBackend = Literal["nerfacc", "kernel", "torch"]
 # ---------------------------------------------------------------------------------------------
 # Probes: what runs on this machine
 # ---------------------------------------------------------------------------------------------
-
-
-@functools.lru_cache(maxsize=None)
-def kernel_unavailable_reason(
-    device_type: str, out_dtype: torch.dtype = torch.float32, point_grad: bool = False
-) -> str:
-    """Empty when a variant of the fused hash-encoding kernels builds and agrees with the torch reference on
-    ``device_type`` here, else one line saying why not. A variant: ``out_dtype`` outputs and output gradients
-    (fp16/bf16 under CUDA autocast), with or without the points' gradient (pose refinement). Checked once per
-    process and variant, forward and backward, on 64 points over a dense and a hashed level."""
-    if device_type not in ("cpu", "cuda"):
-        return f"there is no fused hash-encoding kernel for {device_type} devices"
-    if device_type == "cuda" and not torch.cuda.is_available():
-        return "CUDA is not available"
-    module = "numba" if device_type == "cpu" else "triton"
-    if importlib.util.find_spec(module) is None:
-        return f"{module} is not installed (pip install {module})"
-    from nerfstudio_accel.encodings.hash_encoding import FusedHashEncoding
-    from nerfstudio_accel.encodings.hash_encoding_torch import encode_torch
-
-    layout = HashGridLayout(num_levels=2, log2_hashmap_size=8, base_resolution=4, per_level_scale=4.0)
-    generator = torch.Generator().manual_seed(0)
-    points = torch.rand(64, 3, generator=generator).to(device_type)
-    table = (torch.rand(layout.num_params, generator=generator) - 0.5).to(device_type)
-    results = []
-    for fused in (True, False):
-        candidate_points = points.clone().requires_grad_(point_grad)
-        candidate = table.clone().requires_grad_(True)
-        try:  # wherever a training step first needs the variant: with grad, outside autocast
-            with torch.enable_grad(), torch.autocast(device_type, enabled=False):
-                if fused:
-                    levels = layout.level_tensors(points.device)
-                    values = FusedHashEncoding.apply(
-                        candidate_points, candidate, levels, layout.features_per_level, out_dtype
-                    )
-                else:
-                    values = encode_torch(candidate_points, candidate, layout).to(out_dtype)
-                values.float().square().sum().backward()
-        except Exception as error:  # noqa: BLE001 - any build or launch failure means "does not run here"
-            first_line = (str(error).strip().splitlines() or [type(error).__name__])[0]
-            return f"its {module} kernels failed to run: {first_line}"
-        results.append((values.detach().float(), candidate.grad, candidate_points.grad))
-    tolerance = 1e-5 if out_dtype == torch.float32 else 4 * torch.finfo(out_dtype).eps
-    agree = [a is None or torch.allclose(a, b, rtol=tolerance, atol=tolerance) for a, b in zip(*results)]
-    if not all(agree):
-        return f"its {module} kernels disagree with the torch reference on this device"
-    return ""
-
-
-def kernel_variant(out_dtype: torch.dtype, point_grad: bool) -> str:
-    """A fused kernel variant in words: ``float16 outputs with point gradients``."""
-    return f"{str(out_dtype).replace('torch.', '')} outputs" + (" with point gradients" if point_grad else "")
-
-
-@functools.lru_cache(maxsize=None)
-def kernel_variant_runs(device_type: str, out_dtype: torch.dtype, point_grad: bool) -> bool:
-    """Whether the ``kernel`` hash backend can encode with its fused variant (:func:`kernel_unavailable_reason`)
-    on ``device_type`` here; asked by each encoding call, probed at the first. When it cannot, one warning per
-    process and variant names it and why: the calls that need it encode with the torch reference (the same
-    table), the others stay on the kernels."""
-    reason = kernel_unavailable_reason(device_type, out_dtype, point_grad)
-    if reason:
-        logger.warning(
-            "hash-encoding kernel variant %s cannot run on %s here (%s); encoding with the torch reference instead",
-            kernel_variant(out_dtype, point_grad),
-            device_type,
-            reason,
-        )
-    return not reason
 
 
 def tcnn_unavailable_reason(device_type: str) -> str:
@@ -148,7 +80,6 @@ def marcher_unavailable_reason(device_type: str) -> str:
     if device_type == "cpu":
         return ""
     from nerfstudio_accel.kernels import marching_triton
-    from nerfstudio_accel.sampling import torch_ops
 
     missing = marching_triton.missing_triton_features()
     if missing:
@@ -164,12 +95,12 @@ def marcher_unavailable_reason(device_type: str) -> str:
         aabbs = torch.stack([torch.tensor([-1.0, -1, -1, 1, 1, 1]) * 2**level for level in range(levels)])
         inputs = [origins, directions, binaries, aabbs, torch.full((64,), 0.05), torch.full((64,), 1e3)]
         try:
-            fused = marching_triton.traverse_occupancy_grid(*[t.to(device_type) for t in inputs], 0.01, cone_angle)
+            fused = traverse_occupancy_grid(*[t.to(device_type) for t in inputs], 0.01, cone_angle, backend="kernel")
         except Exception as error:  # noqa: BLE001 - any build or launch failure means "does not run here"
             first_line = (str(error).strip().splitlines() or [type(error).__name__])[0]
             return f"its triton kernels failed to run: {first_line}"
         # the reference on CPU: the kernels follow its float32 arithmetic (torch on CUDA divides by reciprocals)
-        reference = torch_ops.traverse_occupancy_grid(*inputs, 0.01, cone_angle)
+        reference = traverse_occupancy_grid(*inputs, 0.01, cone_angle)
         if not torch.equal(fused[0].cpu(), reference[0]) or not all(
             torch.allclose(a.cpu(), b, rtol=1e-6, atol=1e-6) for a, b in zip(fused[1:], reference[1:])
         ):

@@ -1,83 +1,29 @@
-"""Pure-PyTorch twins of the nerfacc ops that accel methods use.
+"""Pure-PyTorch twins of the ops (:mod:`nerfstudio_accel.ops`): the reference every backend is tested against.
 
-These run on any device torch supports (CPU, MPS, CUDA) and need no compiler. They are the
-reference implementation: the nerfacc CUDA path is tested against them.
+These run on any device torch supports (CPU, MPS, CUDA) and need no compiler; an op whose backend has no
+implementation of its own runs its twin here. Callers go through the ops, never through this module.
 
 Samples are *packed*: a flat list of ``n_samples`` intervals sorted by ray, described by
 ``ray_indices: (n_samples,)`` and ``t_starts, t_ends: (n_samples,)`` (distances along the ray).
 
-Marching follows nerfacc's ``traverse_grids``: a step lattice starts at the near plane and
-advances by ``dt = max(t * cone_angle, step_size)``; the interval ``[t_k, t_k + dt_k]`` is a
-sample when its midpoint lies inside the outermost grid, inside ``[near, far)``, and in an
-occupied cell of the finest grid level that contains it.
+Marching walks the step lattice of :mod:`nerfstudio_accel.kernels.lattice`; the interval ``[t_k, t_k + dt_k]``
+is a sample when its midpoint lies inside the outermost grid, inside ``[near, far)``, and in an occupied cell
+of the finest grid level that contains it.
 """
 
 from __future__ import annotations
 
-import math
 from typing import Tuple
 
 import torch
 from jaxtyping import Bool, Float, Int
 from torch import Tensor
 
+from nerfstudio_accel.kernels.lattice import lattice_ranges, lattice_start
+from nerfstudio_accel.ops import precision
+
 # Bound on marching candidates held in memory at once (each costs ~60 bytes).
 MAX_CANDIDATES_PER_CHUNK = 1 << 22
-
-
-def ray_aabb_intersect(
-    origins: Float[Tensor, "n_rays 3"],
-    directions: Float[Tensor, "n_rays 3"],
-    aabb: Float[Tensor, "6"],
-) -> Tuple[Float[Tensor, " n_rays"], Float[Tensor, " n_rays"], Bool[Tensor, " n_rays"]]:
-    """Slab test of rays against one box ``(xmin, ymin, zmin, xmax, ymax, zmax)``.
-
-    Returns ``t_enter, t_exit, hit``; ``t_enter`` may be negative when the origin is inside.
-    """
-    inv_dir = 1.0 / torch.where(directions.abs() < 1e-10, torch.full_like(directions, 1e-10), directions)
-    t_lo = (aabb[:3] - origins) * inv_dir
-    t_hi = (aabb[3:] - origins) * inv_dir
-    t_enter = torch.minimum(t_lo, t_hi).amax(dim=-1)
-    t_exit = torch.maximum(t_lo, t_hi).amin(dim=-1)
-    return t_enter, t_exit, t_exit > torch.clamp(t_enter, min=0.0)
-
-
-def _lattice_start(
-    k: Float[Tensor, " n"], near: Float[Tensor, " n"], step_size: float, cone_angle: float
-) -> Tuple[Float[Tensor, " n"], Float[Tensor, " n"]]:
-    """Start ``t_k`` and length ``dt_k`` of lattice step ``k`` (closed form of the marching loop).
-
-    The loop ``t += max(t * cone_angle, step_size)`` takes uniform steps until ``t`` exceeds
-    ``step_size / cone_angle``, then grows geometrically by ``(1 + cone_angle)`` per step.
-    """
-    if cone_angle <= 0.0:
-        return near + k * step_size, torch.full_like(near, step_size)
-    t_switch = step_size / cone_angle
-    n_uniform = torch.where(near > t_switch, torch.zeros_like(near), torch.floor((t_switch - near) / step_size) + 1)
-    t_uniform = near + torch.minimum(k, n_uniform) * step_size
-    t = t_uniform * torch.pow(1.0 + cone_angle, torch.clamp(k - n_uniform, min=0.0))
-    return t, torch.clamp(t * cone_angle, min=step_size)
-
-
-def _first_step_with_midpoint_after(
-    t_min: Float[Tensor, " n"], near: Float[Tensor, " n"], step_size: float, cone_angle: float
-) -> Float[Tensor, " n"]:
-    """Smallest lattice index whose interval midpoint is ``>= t_min`` (``t_min >= near``)."""
-    k = torch.ceil((t_min - near) / step_size - 0.5)
-    if cone_angle > 0.0:
-        t_switch = step_size / cone_angle
-        n_uniform = torch.where(near > t_switch, torch.zeros_like(near), torch.floor((t_switch - near) / step_size) + 1)
-        t_at_switch = near + n_uniform * step_size
-        # geometric part: midpoint t_K (1 + c)^(k - K) (1 + c / 2) >= t_min
-        ratio = torch.clamp(t_min / (t_at_switch * (1.0 + 0.5 * cone_angle)), min=1e-30)
-        k_geometric = n_uniform + torch.ceil(torch.log(ratio) / math.log1p(cone_angle))
-        k = torch.where(k < n_uniform, k, torch.maximum(k_geometric, n_uniform))
-    k = torch.clamp(k, min=0.0)
-    # The closed forms can be one step off at float boundaries: settle on the exact index.
-    t, dt = _lattice_start(k, near, step_size, cone_angle)
-    k = torch.where(t + 0.5 * dt < t_min, k + 1, k)
-    t_prev, dt_prev = _lattice_start(torch.clamp(k - 1, min=0.0), near, step_size, cone_angle)
-    return torch.where((k > 0) & (t_prev + 0.5 * dt_prev >= t_min), k - 1, k)
 
 
 def grid_cell_of_points(
@@ -99,26 +45,6 @@ def grid_cell_of_points(
     cells_per_level = int(res.prod())
     cell_ids = level * cells_per_level + (ijk[:, 0] * res[1] + ijk[:, 1]) * res[2] + ijk[:, 2]
     return cell_ids, inside
-
-
-def lattice_ranges(
-    origins: Float[Tensor, "n_rays 3"],
-    directions: Float[Tensor, "n_rays 3"],
-    aabbs: Float[Tensor, "n_levels 6"],
-    near_planes: Float[Tensor, " n_rays"],
-    far_planes: Float[Tensor, " n_rays"],
-    step_size: float,
-    cone_angle: float = 0.0,
-) -> Tuple[Float[Tensor, " n_rays"], Float[Tensor, " n_rays"], Float[Tensor, " n_rays"], Int[Tensor, " n_rays"]]:
-    """Per ray, the marching range inside the outermost grid and its lattice steps:
-    ``t_min, t_max``, the first step index ``k_first`` (float) and the number of candidate steps."""
-    t_enter, t_exit, _ = ray_aabb_intersect(origins, directions, aabbs[-1])
-    t_min = torch.maximum(near_planes, t_enter)
-    t_max = torch.minimum(far_planes, t_exit)
-    k_first = _first_step_with_midpoint_after(t_min, near_planes, step_size, cone_angle)
-    k_end = _first_step_with_midpoint_after(torch.maximum(t_max, t_min), near_planes, step_size, cone_angle)
-    counts = torch.where(t_max > t_min, k_end - k_first, torch.zeros_like(k_first)).long()
-    return t_min, t_max, k_first, counts
 
 
 def traverse_occupancy_grid(
@@ -161,7 +87,7 @@ def traverse_occupancy_grid(
         offsets = torch.cumsum(chunk_counts, 0) - chunk_counts
         local = torch.arange(total, device=device) - torch.repeat_interleave(offsets, chunk_counts)
         k = k_first[ray_ids] + local.to(k_first.dtype)
-        t_start, dt = _lattice_start(k, near_planes[ray_ids], step_size, cone_angle)
+        t_start, dt = lattice_start(k, near_planes[ray_ids], step_size, cone_angle)
         t_mid = t_start + 0.5 * dt
         points = origins[ray_ids] + directions[ray_ids] * t_mid[:, None]
         cell_ids, inside = grid_cell_of_points(points, aabbs, resolution)
@@ -188,22 +114,6 @@ def _ray_chunks(counts: Int[Tensor, " n_rays"], max_total: int) -> list[Tuple[in
     return chunks
 
 
-def exclusive_cumsum(values: Float[Tensor, "*batch k"]) -> Float[Tensor, "*batch k"]:
-    """Sum of the values before each one along the last dim (``[1, 2, 3] -> [0, 1, 3]``), by shifting then
-    summing: never ``inclusive - own``, which gives ``inf - inf = nan`` after an infinite value."""
-    return torch.cumsum(torch.cat([torch.zeros_like(values[..., :1]), values[..., :-1]], dim=-1), dim=-1)
-
-
-def supports_float64(device: torch.device) -> bool:
-    """Whether ``device`` computes in float64 (MPS does not)."""
-    return device.type != "mps"
-
-
-OPTICAL_DEPTH_CAP = 1e4
-"""Largest per-sample ``sigma * dt`` the transmittance scan adds up (NaN counts as it): ``exp(-1e4)`` is already
-0 in float32, so the cap changes no transmittance, and an overflowed density cannot spoil other rays' sums."""
-
-
 def packed_exclusive_sum(
     values: Float[Tensor, " n_samples"], ray_indices: Int[Tensor, " n_samples"]
 ) -> Float[Tensor, " n_samples"]:
@@ -216,9 +126,9 @@ def packed_exclusive_sum(
     """
     if values.numel() == 0:
         return values.clone()
-    if not supports_float64(values.device):
+    if not precision.supports_float64(values.device):
         return packed_exclusive_sum_in_rows(values, ray_indices)
-    running = exclusive_cumsum(values.double())
+    running = precision.exclusive_cumsum(values.double())
     first_of_ray = torch.searchsorted(ray_indices, ray_indices)
     return (running - running[first_of_ray]).to(values.dtype)
 
@@ -232,7 +142,7 @@ def packed_exclusive_sum_in_rows(
     counts = torch.bincount(ray_indices, minlength=n_rays)
     position = torch.arange(values.shape[0], device=values.device) - (torch.cumsum(counts, 0) - counts)[ray_indices]
     rows = values.new_zeros(n_rays, int(counts.max())).index_put((ray_indices, position), values)
-    return exclusive_cumsum(rows)[ray_indices, position]
+    return precision.exclusive_cumsum(rows)[ray_indices, position]
 
 
 def render_transmittance_from_density(
@@ -245,7 +155,8 @@ def render_transmittance_from_density(
     """Transmittance before each sample ``T_i = exp(-sum_{j<i} sigma_j dt_j)`` and opacity ``alpha_i``.
     ``n_rays`` is in nerfacc's signature, kept by the three ``render_*`` twins; the scan needs no per-ray buffer."""
     sigmas_dt = sigmas * (t_ends - t_starts)
-    depth = torch.nan_to_num(sigmas_dt, nan=OPTICAL_DEPTH_CAP, posinf=OPTICAL_DEPTH_CAP).clamp(max=OPTICAL_DEPTH_CAP)
+    depth = torch.nan_to_num(sigmas_dt, nan=precision.OPTICAL_DEPTH_CAP, posinf=precision.OPTICAL_DEPTH_CAP)
+    depth = depth.clamp(max=precision.OPTICAL_DEPTH_CAP)
     transmittance = torch.exp(-packed_exclusive_sum(depth, ray_indices))  # a NaN hides its own ray's rest only
     alphas = 1.0 - torch.exp(-sigmas_dt)
     return transmittance, alphas
@@ -290,9 +201,3 @@ def accumulate_along_rays(
     src = weights[:, None] if values is None else weights[:, None] * values
     out = src.new_zeros(n_rays, src.shape[-1])
     return out.index_add(0, ray_indices, src)
-
-
-def first_samples_of_each_ray(ray_indices: Int[Tensor, " n_samples"], cap: int) -> Bool[Tensor, " n_samples"]:
-    """Mask of the first ``cap`` samples of each ray in a packed, ray-sorted batch."""
-    start_of_ray = torch.searchsorted(ray_indices, ray_indices, right=False)
-    return torch.arange(ray_indices.numel(), device=ray_indices.device) - start_of_ray < cap

@@ -12,10 +12,9 @@ import pytest
 import torch
 
 from nerfstudio_accel.data.scene_checks import SceneFacts
-from nerfstudio_accel.encodings.hash_encoding import FusedHashEncoding
 from nerfstudio_accel.errors import BackendUnavailable
-from nerfstudio_accel.kernels import backends
-from nerfstudio_accel.kernels.backends import (
+from nerfstudio_accel.ops import backends, hash_encoding
+from nerfstudio_accel.ops.backends import (
     check_hash_backend,
     check_implementation,
     resolve_hash_backend,
@@ -58,15 +57,15 @@ def test_kernel_self_check_reports_a_broken_kernel(monkeypatch):
     def broken(*args, **kwargs):
         raise RuntimeError("compiler exploded\nsecond line")
 
-    monkeypatch.setattr(FusedHashEncoding, "apply", broken)
-    backends.kernel_unavailable_reason.cache_clear()
+    monkeypatch.setattr(hash_encoding.FusedHashEncoding, "apply", broken)
+    hash_encoding.kernel_unavailable_reason.cache_clear()
     try:
-        reason = backends.kernel_unavailable_reason("cpu")
+        reason = hash_encoding.kernel_unavailable_reason("cpu")
         assert reason == "its numba kernels failed to run: compiler exploded"
         monkeypatch.setattr(backends, "tcnn_encoding_unavailable_reason", lambda device_type: "no tcnn here")
         assert resolve_hash_backend("auto", "cpu") == "torch"
     finally:
-        backends.kernel_unavailable_reason.cache_clear()
+        hash_encoding.kernel_unavailable_reason.cache_clear()
 
 
 def test_tcnn_implementation_where_it_cannot_run_is_refused_in_one_line():

@@ -1,4 +1,4 @@
-"""Pure-PyTorch sampling ops against brute-force float64 references written here, loop by loop.
+"""The ops' pure-PyTorch twins against brute-force float64 references written here, loop by loop.
 
 The marching reference walks nerfacc's step lattice sequentially (``t += max(t * cone, step)``)
 and looks each midpoint up in the grid with explicit per-level box checks. The op under test
@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 import torch
 
-from nerfstudio_accel.sampling import torch_ops
+from nerfstudio_accel.ops import _torch_impl
 
 AMBIGUITY_TOL = 1e-4
 """Distance (world units / along the ray) within which float32 and float64 decisions may differ."""
@@ -196,7 +196,7 @@ def test_traverse_matches_bruteforce_reference(levels, resolution, cone_angle, s
     binaries = random_binaries(levels, resolution, seed=levels * 100 + resolution[0])
     origins, directions = random_rays(96, BASE_AABB, seed=7 + levels)
     near_planes, far_planes = torch.full((96,), near), torch.full((96,), far)
-    ray_indices, t_starts, t_ends = torch_ops.traverse_occupancy_grid(
+    ray_indices, t_starts, t_ends = _torch_impl.traverse_occupancy_grid(
         origins, directions, binaries, aabbs_tensor(BASE_AABB, levels), near_planes, far_planes, step_size, cone_angle
     )
     references = reference_march_all(
@@ -213,7 +213,7 @@ def test_traverse_all_occupied_samples_every_lattice_step_in_box():
     binaries = torch.ones(levels, 8, 8, 8, dtype=torch.bool)
     origins, directions = random_rays(32, BASE_AABB, seed=3)
     near_planes, far_planes = torch.full((32,), 0.1), torch.full((32,), 1e3)
-    ray_indices, t_starts, t_ends = torch_ops.traverse_occupancy_grid(
+    ray_indices, t_starts, t_ends = _torch_impl.traverse_occupancy_grid(
         origins, directions, binaries, aabbs_tensor(BASE_AABB, levels), near_planes, far_planes, step_size, cone_angle
     )
     references = reference_march_all(
@@ -228,7 +228,7 @@ def test_traverse_all_occupied_samples_every_lattice_step_in_box():
 def test_traverse_empty_grid_gives_no_samples():
     """No occupied cell: no samples, and correctly typed empty outputs."""
     origins, directions = random_rays(32, BASE_AABB, seed=4)
-    ray_indices, t_starts, t_ends = torch_ops.traverse_occupancy_grid(
+    ray_indices, t_starts, t_ends = _torch_impl.traverse_occupancy_grid(
         origins,
         directions,
         torch.zeros(2, 16, 16, 16, dtype=torch.bool),
@@ -249,7 +249,7 @@ def test_traverse_rays_missing_the_box_give_no_samples():
         torch.tensor([[1.0, 0.01, 0.02], [1.0, 0.1, -0.05], [0.02, 0.03, 1.0], [1.0, 0.0, 0.0]]), dim=-1
     )
     far = torch.tensor([1e3, 1e3, 1e3, 3.9])  # last: aimed at the box but stops before it
-    ray_indices, _, _ = torch_ops.traverse_occupancy_grid(
+    ray_indices, _, _ = _torch_impl.traverse_occupancy_grid(
         origins,
         directions,
         torch.ones(1, 8, 8, 8, dtype=torch.bool),
@@ -266,7 +266,7 @@ def test_traverse_output_sorted_by_ray_then_t():
     """Packed output is grouped by ray in increasing ray order, and increasing in ``t`` within a ray."""
     binaries = random_binaries(2, (16, 16, 16), seed=5, occupancy=0.5)
     origins, directions = random_rays(48, BASE_AABB, seed=5)
-    ray_indices, t_starts, t_ends = torch_ops.traverse_occupancy_grid(
+    ray_indices, t_starts, t_ends = _torch_impl.traverse_occupancy_grid(
         origins, directions, binaries, aabbs_tensor(BASE_AABB, 2), torch.zeros(48), torch.full((48,), 1e3), 0.01, 0.01
     )
     assert ray_indices.numel() > 0
@@ -290,9 +290,9 @@ def test_traverse_chunking_does_not_change_the_result(monkeypatch):
         0.01,
         0.02,
     )
-    whole = torch_ops.traverse_occupancy_grid(*arguments)
-    monkeypatch.setattr(torch_ops, "MAX_CANDIDATES_PER_CHUNK", 100)
-    chunked = torch_ops.traverse_occupancy_grid(*arguments)
+    whole = _torch_impl.traverse_occupancy_grid(*arguments)
+    monkeypatch.setattr(_torch_impl, "MAX_CANDIDATES_PER_CHUNK", 100)
+    chunked = _torch_impl.traverse_occupancy_grid(*arguments)
     assert torch.equal(whole[0], chunked[0])
     for expected, actual in zip(whole[1:], chunked[1:]):  # vectorised pow may round the last bit differently
         torch.testing.assert_close(actual, expected, rtol=0, atol=1e-6)
@@ -350,8 +350,8 @@ def reference_visibility(t_starts, t_ends, sigmas, ray_indices, early_stop_eps, 
 def test_transmittance_and_weights_match_bruteforce():
     """Packed transmittance, opacity and weights equal the float64 per-ray loop."""
     ray_indices, t_starts, t_ends, sigmas = random_packed_samples(40, 50, seed=11)
-    transmittance, alphas = torch_ops.render_transmittance_from_density(t_starts, t_ends, sigmas, ray_indices, 40)
-    weights = torch_ops.render_weight_from_density(t_starts, t_ends, sigmas, ray_indices, 40)
+    transmittance, alphas = _torch_impl.render_transmittance_from_density(t_starts, t_ends, sigmas, ray_indices, 40)
+    weights = _torch_impl.render_weight_from_density(t_starts, t_ends, sigmas, ray_indices, 40)
     expected_trans, expected_alpha = (
         torch.tensor(values, dtype=torch.float64)
         for values in reference_transmittance_and_alpha(t_starts, t_ends, sigmas, ray_indices)
@@ -365,7 +365,7 @@ def test_transmittance_and_weights_match_bruteforce():
 def test_visibility_matches_bruteforce(early_stop_eps, alpha_threshold):
     """Visible = transmittance >= early_stop_eps and alpha >= alpha_threshold, per the float64 loop."""
     ray_indices, t_starts, t_ends, sigmas = random_packed_samples(64, 60, seed=12)
-    visible = torch_ops.render_visibility_from_density(
+    visible = _torch_impl.render_visibility_from_density(
         t_starts, t_ends, sigmas, ray_indices, 64, early_stop_eps=early_stop_eps, alpha_threshold=alpha_threshold
     )
     expected, near_tie = reference_visibility(t_starts, t_ends, sigmas, ray_indices, early_stop_eps, alpha_threshold)
@@ -393,7 +393,7 @@ def test_packed_exclusive_sum_matches_per_ray_cumsum():
     """Per-ray exclusive prefix sums, rays without samples between others (ray 0 is empty by construction)."""
     ray_indices, _, _, values = random_packed_samples(30, 20, seed=13)
     assert int((ray_indices == 0).sum()) == 0
-    result = torch_ops.packed_exclusive_sum(values.double(), ray_indices)
+    result = _torch_impl.packed_exclusive_sum(values.double(), ray_indices)
     expected = torch.tensor(
         reference_exclusive_sum(values.double().tolist(), ray_indices.tolist()), dtype=torch.float64
     )
@@ -404,7 +404,8 @@ def test_packed_exclusive_sum_in_rows_matches_the_running_sum():
     """The float32 per-ray buffer scan (devices without float64) agrees with the float64 running sum."""
     ray_indices, _, _, values = random_packed_samples(30, 20, seed=15)
     torch.testing.assert_close(
-        torch_ops.packed_exclusive_sum_in_rows(values, ray_indices), torch_ops.packed_exclusive_sum(values, ray_indices)
+        _torch_impl.packed_exclusive_sum_in_rows(values, ray_indices),
+        _torch_impl.packed_exclusive_sum(values, ray_indices),
     )
 
 
@@ -414,20 +415,20 @@ def test_a_nan_density_hides_the_rest_of_its_own_ray_only():
     ray_indices = torch.tensor([0, 0, 0, 1, 1])
     t_starts, t_ends = torch.tensor([0.0, 0.1, 0.2, 0.0, 0.1]), torch.tensor([0.1, 0.2, 0.3, 0.1, 0.2])
     sigmas = torch.tensor([1.0, float("nan"), 2.0, 3.0, 1.0])
-    transmittance, _ = torch_ops.render_transmittance_from_density(t_starts, t_ends, sigmas, ray_indices, 2)
+    transmittance, _ = _torch_impl.render_transmittance_from_density(t_starts, t_ends, sigmas, ray_indices, 2)
     assert transmittance[2] == 0.0 and transmittance[3] == 1.0
     assert transmittance[4] == pytest.approx(math.exp(-0.3))
 
 
 def test_packed_exclusive_sum_docstring_example():
     """``[1, 2, 3, 4]`` on rays ``[0, 0, 1, 1]`` gives ``[0, 1, 0, 3]``."""
-    result = torch_ops.packed_exclusive_sum(torch.tensor([1.0, 2.0, 3.0, 4.0]), torch.tensor([0, 0, 1, 1]))
+    result = _torch_impl.packed_exclusive_sum(torch.tensor([1.0, 2.0, 3.0, 4.0]), torch.tensor([0, 0, 1, 1]))
     assert result.tolist() == [0.0, 1.0, 0.0, 3.0]
 
 
 def test_packed_exclusive_sum_empty_input():
     """No samples at all: an empty result."""
-    result = torch_ops.packed_exclusive_sum(torch.zeros(0), torch.zeros(0, dtype=torch.long))
+    result = _torch_impl.packed_exclusive_sum(torch.zeros(0), torch.zeros(0, dtype=torch.long))
     assert result.shape == (0,)
 
 
@@ -437,7 +438,7 @@ def test_an_opaque_sample_gives_zero_transmittance_behind_it_not_nan():
     ray_indices = torch.tensor([0, 0, 0, 1])
     t_starts, t_ends = torch.tensor([0.0, 0.1, 0.2, 0.0]), torch.tensor([0.1, 0.2, 0.3, 0.1])
     sigmas = torch.tensor([1.0, float("inf"), 2.0, 3.0])
-    transmittance, alphas = torch_ops.render_transmittance_from_density(t_starts, t_ends, sigmas, ray_indices, 2)
+    transmittance, alphas = _torch_impl.render_transmittance_from_density(t_starts, t_ends, sigmas, ray_indices, 2)
     assert torch.isfinite(transmittance).all() and torch.isfinite(alphas).all()
     assert transmittance[2] == 0.0 and alphas[1] == 1.0
     assert transmittance[1] == pytest.approx(math.exp(-0.1))
@@ -447,7 +448,7 @@ def test_packed_exclusive_sum_gradcheck():
     """The packed scan is differentiable with the analytic gradient (float64 gradcheck)."""
     ray_indices = torch.tensor([0, 0, 0, 2, 2, 3])
     values = torch.rand(6, dtype=torch.float64, generator=torch.Generator().manual_seed(14), requires_grad=True)
-    assert torch.autograd.gradcheck(lambda v: torch_ops.packed_exclusive_sum(v, ray_indices), (values,))
+    assert torch.autograd.gradcheck(lambda v: _torch_impl.packed_exclusive_sum(v, ray_indices), (values,))
 
 
 def test_weights_gradcheck():
@@ -457,7 +458,7 @@ def test_weights_gradcheck():
     t_ends = torch.tensor([0.1, 0.3, 0.4, 0.2, 0.5], dtype=torch.float64)
     sigmas = torch.tensor([1.0, 3.0, 0.5, 2.0, 4.0], dtype=torch.float64, requires_grad=True)
     assert torch.autograd.gradcheck(
-        lambda s: torch_ops.render_weight_from_density(t_starts, t_ends, s, ray_indices, 3), (sigmas,)
+        lambda s: _torch_impl.render_weight_from_density(t_starts, t_ends, s, ray_indices, 3), (sigmas,)
     )
 
 
@@ -470,7 +471,7 @@ def test_accumulate_along_rays_matches_loop():
     for weight, value, ray in zip(weights.double(), values.double(), ray_indices.tolist()):
         expected[ray] += weight * value
         expected_weights[ray] += weight
-    accumulated = torch_ops.accumulate_along_rays(weights, values, ray_indices, 12)
-    opacity = torch_ops.accumulate_along_rays(weights, None, ray_indices, 12)
+    accumulated = _torch_impl.accumulate_along_rays(weights, values, ray_indices, 12)
+    opacity = _torch_impl.accumulate_along_rays(weights, None, ray_indices, 12)
     torch.testing.assert_close(accumulated.double(), expected, rtol=1e-5, atol=1e-5)
     torch.testing.assert_close(opacity.double(), expected_weights, rtol=1e-5, atol=1e-5)

@@ -1,0 +1,64 @@
+"""Occupancy-grid marching: the packed samples of rays through a multi-level binary grid."""
+
+from __future__ import annotations
+
+from typing import Tuple
+
+from jaxtyping import Bool, Float, Int
+from torch import Tensor
+
+from nerfstudio_accel.ops import _torch_impl
+
+
+def traverse_occupancy_grid(
+    origins: Float[Tensor, "n_rays 3"],
+    directions: Float[Tensor, "n_rays 3"],
+    binaries: Bool[Tensor, "n_levels rx ry rz"],
+    aabbs: Float[Tensor, "n_levels 6"],
+    near_planes: Float[Tensor, " n_rays"],
+    far_planes: Float[Tensor, " n_rays"],
+    step_size: float,
+    cone_angle: float = 0.0,
+    backend: str = "torch",
+) -> Tuple[Int[Tensor, " n_samples"], Float[Tensor, " n_samples"], Float[Tensor, " n_samples"]]:
+    """March rays through an occupancy grid and keep the lattice steps whose midpoint is in an occupied cell.
+
+    The lattice starts at each ray's near plane and advances by ``dt = max(t * cone_angle, step_size)``
+    (:mod:`nerfstudio_accel.kernels.lattice`); level ``i`` of ``binaries`` covers ``aabbs[i]``, and a point is
+    looked up in the finest level containing it. Returns packed ``ray_indices (int64), t_starts, t_ends``,
+    sorted by ray then by ``t``. Not differentiable.
+
+    ``backend``: ``nerfacc`` (its ``traverse_grids``; it sums the lattice step by step, so a sample on a cell
+    face can differ), ``kernel`` (numba on CPU tensors, Triton on CUDA ones: the twin's samples) or ``torch``.
+
+    Example:
+        >>> rays = torch.tensor([[0.0, 0.0, -2.0]]), torch.tensor([[0.0, 0.0, 1.0]])
+        >>> grid, box = torch.ones(1, 4, 4, 4, dtype=torch.bool), torch.tensor([[-1.0, -1, -1, 1, 1, 1]])
+        >>> _, t_starts, t_ends = traverse_occupancy_grid(*rays, grid, box, torch.zeros(1), torch.full((1,), 9.0), 0.5)
+        >>> t_starts.tolist(), t_ends.tolist()
+        ([1.0, 1.5, 2.0, 2.5], [1.5, 2.0, 2.5, 3.0])
+    """
+    if backend == "nerfacc":
+        from nerfacc.grid import traverse_grids
+
+        intervals, samples = traverse_grids(
+            origins,
+            directions,
+            binaries,
+            aabbs,
+            near_planes=near_planes,
+            far_planes=far_planes,
+            step_size=step_size,
+            cone_angle=cone_angle,
+        )
+        return samples.ray_indices.long(), intervals.vals[intervals.is_left], intervals.vals[intervals.is_right]
+    traverse = _torch_impl.traverse_occupancy_grid
+    if backend == "kernel" and origins.device.type == "cuda":
+        from nerfstudio_accel.kernels import marching_triton
+
+        traverse = marching_triton.traverse_occupancy_grid
+    elif backend == "kernel":
+        from nerfstudio_accel.kernels import marching_numba
+
+        traverse = marching_numba.traverse_occupancy_grid
+    return traverse(origins, directions, binaries, aabbs, near_planes, far_planes, step_size, cone_angle)

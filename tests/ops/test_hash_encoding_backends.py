@@ -1,0 +1,84 @@
+"""The hash-encoding op on each backend against its torch twin: values, table gradient and point gradient, and
+the ``known`` values a no-grad pass computed. ``kernel`` is numba for CPU tensors and Triton for CUDA ones (Triton's
+source also runs on CPU tensors under its interpreter: ``tests/kernels/test_hash_encoding_triton.py``); ``tcnn``
+computes in fp16. The module around the op: ``tests/encodings/test_hash_encoding.py``."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from nerfstudio_accel.kernels.hash_layout import HashGridLayout
+from nerfstudio_accel.ops._hash_encoding_torch import encode_torch
+from nerfstudio_accel.ops.backends import tcnn_encoding_unavailable_reason
+from nerfstudio_accel.ops.hash_encoding import hash_encode
+
+LAYOUT = HashGridLayout.from_resolutions(8, 16, 512, 12, features_per_level=2)  # dense and hashed levels
+BACKENDS = {
+    # id: (backend, device, relative tolerance)
+    "kernel-cpu": ("kernel", "cpu", 1e-5),
+    "kernel-cuda": ("kernel", "cuda", 1e-4),  # float atomics add in another order
+    "tcnn-cuda": ("tcnn", "cuda", 1e-2),  # tiny-cuda-nn computes in fp16
+}
+
+
+def device_for(backend: str, device: str) -> torch.device:
+    """``device``, or a skip saying why this backend cannot run here."""
+    if device == "cuda" and not torch.cuda.is_available():
+        pytest.skip(f"the {backend} backend on CUDA tensors needs a CUDA GPU")
+    reason = tcnn_encoding_unavailable_reason(device) if backend == "tcnn" else ""
+    if reason:
+        pytest.skip(reason)
+    return torch.device(device)
+
+
+def encoded(backend: str, device: torch.device, points: torch.Tensor, table: torch.Tensor, upstream: torch.Tensor):
+    """Values, table gradient and point gradient of ``hash_encode`` on ``backend``, back on the CPU."""
+    points = points.to(device).requires_grad_(True)
+    table = torch.nn.Parameter(table.to(device))
+    values = hash_encode(points, table, LAYOUT, backend)
+    (values.float() * upstream.to(device)).sum().backward()
+    return values.detach().float().cpu(), table.grad.cpu(), points.grad.cpu()
+
+
+def problem(seed: int):
+    """Points inside the unit cube and a few outside it (clamped), a random table and upstream gradient."""
+    generator = torch.Generator().manual_seed(seed)
+    points = torch.cat([torch.rand(500, 3, generator=generator), torch.rand(8, 3, generator=generator) * 3 - 1])
+    table = torch.rand(LAYOUT.num_params, generator=generator) * 2 - 1
+    return points, table, torch.randn(points.shape[0], LAYOUT.out_dim, generator=generator)
+
+
+@pytest.mark.parametrize("name", sorted(BACKENDS))
+def test_backend_matches_the_twin(name):
+    backend, device, tolerance = BACKENDS[name]
+    on = device_for(backend, device)
+    points, table, upstream = problem(seed=1)
+    expected = encoded("torch", torch.device("cpu"), points, table, upstream)
+    for actual, want in zip(encoded(backend, on, points, table, upstream), expected):
+        scale = max(1.0, float(want.abs().max()))  # point gradients scale with the resolution
+        torch.testing.assert_close(actual, want, rtol=0.0, atol=tolerance * scale)
+    assert expected[1].abs().sum() > 0 and expected[2].abs().sum() > 0  # the comparison is not of zeros
+
+
+def test_the_twin_is_the_reference_encoding_of_clamped_points():
+    points, table, _ = problem(seed=2)
+    torch.testing.assert_close(hash_encode(points, table, LAYOUT), encode_torch(points.clamp(0, 1), table, LAYOUT))
+
+
+@pytest.mark.parametrize("backend", ["torch", "kernel"])
+def test_known_values_give_the_encoding_and_its_gradients(backend):
+    """``known`` from a no-grad pass: the same values and gradients as encoding again (kernel: without a second
+    forward, see tests/encodings/test_hash_encoding.py)."""
+    points, table, upstream = problem(seed=3)
+    table = torch.nn.Parameter(table)
+    with torch.no_grad():
+        known = hash_encode(points, table, LAYOUT, backend)
+    results = []
+    for values_known in (None, known):
+        table.grad = None
+        inputs = points.clone().requires_grad_(True)
+        (hash_encode(inputs, table, LAYOUT, backend, known=values_known) * upstream).sum().backward()
+        results.append((table.grad.clone(), inputs.grad))
+    for reused, again in zip(*results[::-1]):
+        torch.testing.assert_close(reused, again, rtol=0.0, atol=1e-5 * max(1.0, float(again.abs().max())))

@@ -1,0 +1,95 @@
+"""The marching op on each backend against its torch twin: the same packed samples, on bounded and contracted
+(multi-level, cone-angle) grids, rays from inside and outside the box, misses, no rays.
+
+``kernel`` is numba for CPU tensors and Triton for CUDA ones (Triton's source also runs on CPU tensors under its
+interpreter: ``tests/kernels/test_marching_triton.py``); ``nerfacc`` sums its lattice step by step, so it is held
+to the twin within a cell face's rounding (``test_nerfacc_cuda_parity.py``).
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from accel_test_helpers import marching_scene as scene
+from accel_test_helpers import sample
+from nerfstudio_accel.ops import _torch_impl, backends
+from nerfstudio_accel.ops.marching import traverse_occupancy_grid
+from nerfstudio_accel.sampling.occupancy import MarchingOptions, OccupancySampler
+
+SCENES = {
+    # name: (levels, step_size, cone_angle)
+    "bounded": (1, 2 * 3**0.5 / 1000, 0.0),
+    "contracted-cone": (4, 2 * 3**0.5 / 256, 1 / 256),
+    "coarse-cone": (2, 0.01, 0.02),
+}
+needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="Triton marches CUDA tensors: needs a CUDA GPU")
+
+
+def assert_twins_samples(actual, expected, cone_angle: float) -> None:
+    """The same rays exactly; uniform steps bit-identical, geometric steps within an ulp of ``pow``."""
+    assert torch.equal(actual[0].cpu(), expected[0])
+    assert actual[1].dtype == expected[1].dtype == torch.float32
+    tolerance = 0.0 if cone_angle == 0.0 else 1e-6
+    for got, want in zip(actual[1:], expected[1:]):
+        torch.testing.assert_close(got.cpu(), want, rtol=tolerance, atol=tolerance)
+
+
+@pytest.mark.parametrize("name", sorted(SCENES))
+def test_kernel_backend_on_cpu_gives_the_twins_samples(name):
+    levels, step_size, cone_angle = SCENES[name]
+    inputs = scene(levels, seed=levels)
+    expected = _torch_impl.traverse_occupancy_grid(*inputs, step_size, cone_angle)
+    assert expected[0].numel() > 1000  # the grids are neither empty nor trivially full
+    assert traverse_occupancy_grid(*inputs, step_size, cone_angle, backend="torch")[0].equal(expected[0])
+    assert_twins_samples(
+        traverse_occupancy_grid(*inputs, step_size, cone_angle, backend="kernel"), expected, cone_angle
+    )
+
+
+@needs_cuda
+@pytest.mark.parametrize("levels, step_size, cone_angle", [(1, 2 * 3**0.5 / 1000, 0.0), (4, 2 * 3**0.5 / 256, 1 / 256)])
+def test_kernel_backend_on_cuda_gives_the_twins_samples(levels, step_size, cone_angle):
+    """The Triton marcher compiled for this GPU marches the twin's samples (uniform and cone-angle lattices), and
+    the backend probe that ``auto`` reads finds it runnable."""
+    generator = torch.Generator().manual_seed(levels)
+    origins = torch.randn(20000, 3, generator=generator) * 2.0
+    directions = torch.nn.functional.normalize(torch.randn(20000, 3, generator=generator) * 0.4 - origins, dim=-1)
+    aabbs = torch.stack([torch.tensor([-1.0, -1.0, -1.0, 1.0, 1.0, 1.0]) * 2**level for level in range(levels)])
+    binaries = torch.rand(levels, 64, 64, 64, generator=generator) > 0.5
+    near = 0.05 + 0.01 * torch.rand(20000, generator=generator)
+    inputs = [origins, directions, binaries, aabbs, near, torch.full((20000,), 1e3)]
+    # against the twin on CPU, whose float32 arithmetic the kernels follow (torch on CUDA divides by
+    # reciprocals, an ulp away at cell boundaries)
+    expected = _torch_impl.traverse_occupancy_grid(*inputs, step_size, cone_angle)
+    actual = traverse_occupancy_grid(*[t.cuda() for t in inputs], step_size, cone_angle, backend="kernel")
+    assert expected[0].numel() > 100000
+    assert_twins_samples(actual, expected, cone_angle)
+    assert backends.marcher_unavailable_reason("cuda") == ""
+
+
+@pytest.mark.parametrize("backend", ["torch", "kernel"])
+def test_no_rays_or_no_occupied_cells_give_no_samples(backend):
+    origins, directions, binaries, aabbs, near, far = scene(1, seed=0, n_rays=10)
+    empty = traverse_occupancy_grid(
+        origins[:0], directions[:0], binaries, aabbs, near[:0], far[:0], 0.01, backend=backend
+    )
+    assert all(t.numel() == 0 for t in empty) and empty[0].dtype == torch.int64
+    nothing = traverse_occupancy_grid(
+        origins, directions, torch.zeros_like(binaries), aabbs, near, far, 0.01, backend=backend
+    )
+    assert all(t.numel() == 0 for t in nothing)
+
+
+def test_sampler_with_kernel_backend_samples_like_the_torch_backend():
+    """Through OccupancySampler.sample with culling: the two backends keep the same samples."""
+    origins, directions, binaries, _, _, _ = scene(1, seed=5)
+    options = MarchingOptions(render_step_size=0.01)
+    results = []
+    for backend in ("kernel", "torch"):
+        sampler = OccupancySampler(torch.tensor([-1.0, -1.0, -1.0, 1.0, 1.0, 1.0]), resolution=24, backend=backend)
+        sampler.grid.binaries = binaries.clone()
+        density = lambda points: 50.0 * torch.exp(-(points**2).sum(dim=-1, keepdim=True) / 0.2)  # noqa: E731
+        results.append(sample(sampler, origins, directions, options, density_fn=density))
+    for actual, expected in zip(*results):
+        assert torch.equal(actual, expected)
