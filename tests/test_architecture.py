@@ -17,11 +17,6 @@ FOREIGN_PROBES = {
         "getattr(parser, 'alpha_color', None)",
     ): "nerfstudio parsers with an alpha_color field",
     (
-        "viewer/training_viewer.py",
-        "getattr(viewer_state, 'control_panel', None)",
-    ): "nerfstudio's viewer has one, the legacy one not",
-    ("viewer/training_viewer.py", "getattr(viewer_state, 'viser_server', None)"): "likewise, its viser server",
-    (
         "bench/budget.py",
         "getattr(pipeline.datamanager.config, 'train_num_rays_per_batch', 0)",
     ): "any nerfstudio datamanager",
@@ -138,13 +133,29 @@ def test_every_attribute_probe_is_of_something_outside_the_package():
     assert found <= set(FOREIGN_PROBES), f"probes not in FOREIGN_PROBES: {sorted(found - set(FOREIGN_PROBES))}"
 
 
-def test_models_never_ask_which_sampler_they_hold():
+def test_at_most_eight_attribute_probes_remain():
+    assert len(FOREIGN_PROBES) <= 8, "a declared interface instead of a new probe"
+
+
+def test_nothing_asks_which_sampler_it_holds():
+    """Models, the viewer and the rest reach a sampler through the Sampler interface only."""
     sampler_classes = {"Sampler", "OccupancySampler", "ProposalSampler"}
-    for path in (PACKAGE / "models").glob("*.py"):
+    for path in PACKAGE.rglob("*.py"):
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "isinstance":
-                classes = ast.unparse(node.args[1])
-                assert not any(name in classes for name in sampler_classes), f"{path.name}: {ast.unparse(node)}"
+                named = {part.id for part in ast.walk(node.args[1]) if isinstance(part, ast.Name)}
+                named |= {part.attr for part in ast.walk(node.args[1]) if isinstance(part, ast.Attribute)}
+                assert not named & sampler_classes, f"{path.name}: {ast.unparse(node)}"
+
+
+def test_packed_samples_carry_geometry_only():
+    """Rays, their intervals and the image each ray is from; what samplers and models compute stays with them."""
+    from dataclasses import fields
+
+    from nerfstudio_accel.sampling.packed import PackedSamples
+
+    names = [field.name for field in fields(PackedSamples)]
+    assert names == ["ray_indices", "t_starts", "t_ends", "origins", "directions", "camera_indices"]
 
 
 def test_library_code_raises_no_system_exit_outside_entry_points():

@@ -288,8 +288,11 @@ class AccelTrainer(Trainer):
     # --- the web viewer -------------------------------------------------------------------------
 
     def _init_viewer_state(self) -> None:
-        """nerfstudio's viewer scene, then this package's additions to it (none without a viewer)."""
+        """nerfstudio's viewer scene, then this package's additions to it (none without a viewer or with the
+        legacy one)."""
         super()._init_viewer_state()
+        if self.viewer_state is None or self.config.is_viewer_legacy_enabled():
+            return
         stats = TrainingStats(max_steps=self.config.max_num_iterations + self._start_step, precision=self.precision)
         self.training_viewer = TrainingViewer.attach(
             self.viewer_state,

@@ -1,13 +1,14 @@
 """Sampler: the interface every ray sampler implements, in the shape of nerfacc's estimators.
 
 A model holds one sampler and never asks which: it calls :meth:`Sampler.sample` for packed samples,
-:meth:`Sampler.update` once per training step, adds :meth:`Sampler.losses` to its own and shows
-:meth:`Sampler.figures` in the viewer.
+:meth:`Sampler.update` once per training step, adds :meth:`Sampler.losses` to its own; the viewer shows
+:meth:`Sampler.figures` and the sampler's own overlay (:attr:`Sampler.overlay_label`, :meth:`Sampler.state_overlay`).
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from dataclasses import dataclass
 from typing import Callable, Dict, Optional, Tuple
 
 import torch
@@ -19,6 +20,15 @@ from nerfstudio_accel.sampling.packed import PackedSamples
 
 DensityFn = Callable[[Float[Tensor, "n 3"]], Float[Tensor, "n 1"]]
 """World-space points to the main field's activated densities."""
+
+
+@dataclass
+class StateOverlay:
+    """What a sampler shows of its own state in the viewer's 3D scene: ``points (n, 3)``, world units, on the
+    CPU, each standing for a cell ``cell_size`` across."""
+
+    points: Float[Tensor, "n 3"]
+    cell_size: float
 
 
 class DensityRecord(ABC):
@@ -94,6 +104,19 @@ class Sampler(nn.Module, ABC):
     def figures(self) -> Dict[str, float]:
         """Figures of the last training sampling for the viewer (reading them waits for the device)."""
         return {}
+
+    overlay_label = "Show samples (centre ray)"
+    """The viewer's toggle for this sampler's overlay: its state (:meth:`state_overlay`) where it has one, else
+    its samples on the centre ray of the page's view."""
+
+    def state_version(self) -> Optional[int]:
+        """A number that changes whenever :meth:`state_overlay` would (the viewer sends it again only then);
+        None: the sampler has no state to show."""
+        return None
+
+    def state_overlay(self) -> StateOverlay:
+        """Its own state as points for the viewer; only for a sampler whose :meth:`state_version` is not None."""
+        raise NotImplementedError(f"{type(self).__name__} has no state overlay")
 
     def backend_for(self, device: torch.device) -> ResolvedSamplerBackend:
         """The ops' backend for this sampler's samples on ``device``, which the model composites them with

@@ -34,7 +34,7 @@ from nerfstudio_accel.ops.backends import (
 from nerfstudio_accel.ops.marching import traverse_occupancy_grid
 from nerfstudio_accel.ops.packed_scan import first_samples_of_each_ray
 from nerfstudio_accel.ops.volume_rendering import render_visibility_from_density
-from nerfstudio_accel.sampling.base import DensityFn, DensityRecord, Sampler, ray_bounds
+from nerfstudio_accel.sampling.base import DensityFn, DensityRecord, Sampler, StateOverlay, ray_bounds
 from nerfstudio_accel.sampling.front_to_back_culling import densities_front_to_back, rows_in_call_order
 from nerfstudio_accel.sampling.packed import PackedSamples
 from nerfstudio_accel.step_phases import phase
@@ -271,6 +271,22 @@ class OccupancySampler(Sampler):
     def occupied_fraction(self) -> float:
         """Fraction of occupied cells over every level of the grid."""
         return float(self.grid.binaries.float().mean())
+
+    overlay_label = "Show occupancy grid"
+
+    def state_version(self) -> int:
+        """The grid updates so far: the occupied cells change only there."""
+        return self.updates
+
+    @torch.no_grad()
+    def state_overlay(self) -> StateOverlay:
+        """The centres of the occupied cells of the grid's finest level (level 0, the scene box) and the edge of
+        its smallest cell."""
+        binaries = self.grid.binaries[0].cpu()  # (R, R, R)
+        aabb = self.grid.aabbs[0].cpu().float()
+        cell = (aabb[3:] - aabb[:3]) / torch.tensor(binaries.shape, dtype=torch.float32)
+        centres = aabb[:3] + (torch.nonzero(binaries).float() + 0.5) * cell
+        return StateOverlay(centres, float(cell.min()))
 
     @torch.no_grad()
     def visible(

@@ -99,6 +99,8 @@ class ProposalSampler(Sampler):
         """The rounds behind the last training :meth:`sample` (with the proposal fields' graph), until
         :meth:`losses` reads them."""
 
+    overlay_label = "Show proposal samples (centre ray)"
+
     def update(self, step: int, density_fn: Optional[DensityFn] = None) -> None:
         """Advance the annealing schedule to ``step`` (the main field's density is not needed)."""
         self.anneal = annealing_exponent(step, self.anneal_steps)

@@ -3,8 +3,8 @@
 It holds a markdown table of :class:`~.training_stats.TrainingStats` (rays/s, samples/s, samples per ray,
 grid occupancy, culling, hard mining, precision, loss scale, skipped steps, PSNR, ETA), a PSNR/loss
 against training-time chart (plotly), and two toggles, off by default, that draw into the 3D scene:
-the occupancy grid's occupied cells (or, for the proposal sampler, its samples on the centre ray of
-the current view) and the last mined batch's samples coloured by their ray's share of hard samples.
+the sampler's own state (the occupancy grid's occupied cells) or, for a sampler without one (the proposal
+sampler), its samples on the centre ray of the current view, and the last mined batch's samples coloured by their ray's share of hard samples.
 The trainer builds it only when a viewer exists and calls :meth:`AccelPanel.refresh` every few steps.
 """
 
@@ -18,12 +18,11 @@ import numpy as np
 import torch
 from nerfstudio.viewer.viewer import VISER_NERFSTUDIO_SCALE_RATIO
 
-from nerfstudio_accel.sampling.occupancy import OccupancySampler
 from nerfstudio_accel.viewer import page_camera, scene_overlays
 from nerfstudio_accel.viewer.training_stats import TrainingStats
 
-GRID_NODE = "/accel/occupancy_grid"
-PROPOSAL_NODE = "/accel/proposal_samples"
+STATE_NODE = "/accel/sampler_state"
+CENTRE_RAY_NODE = "/accel/centre_ray_samples"
 HARD_NODE = "/accel/hard_samples"
 
 ROWS: List[Tuple[str, str, str]] = [
@@ -118,14 +117,15 @@ class AccelPanel:
         self.chart_every_seconds = chart_every_seconds
         self.chart_drawn_at = float("-inf")
         self.nodes: Dict[str, object] = {}
-        self.drawn_grid_updates: Optional[int] = None
-        sampler = pipeline.model.own_sampler()
-        self.grid_sampler: Optional[OccupancySampler] = sampler if isinstance(sampler, OccupancySampler) else None
+        self.drawn_state_version: Optional[int] = None
+        self.sampler = pipeline.model.own_sampler()
+        self.shows_state = self.sampler is not None and self.sampler.state_version() is not None
         self.mines = pipeline.mines_hard_samples()
         with server.gui.add_folder("Accel"):
             self.summary = server.gui.add_markdown("training starts...")
             self.chart = server.gui.add_plotly(history_figure([]), aspect=1.4)
-            label = "Show occupancy grid" if self.grid_sampler is not None else "Show proposal samples (centre ray)"
+            # a model without a sampler of this package's (accel-nerfacto) samples through nerfstudio's proposal one
+            label = self.sampler.overlay_label if self.sampler is not None else "Show proposal samples (centre ray)"
             self.show_sampling = server.gui.add_checkbox(label, initial_value=False)
             self.show_hard = server.gui.add_checkbox("Show hard samples", initial_value=False, visible=self.mines)
         if train_lock is not None:  # a tick redraws at once between steps, and while paused or done
@@ -171,21 +171,21 @@ class AccelPanel:
         )
 
     def draw_sampling(self) -> None:
-        """The occupied cells of the grid's finest level (sent again only after a grid update), or the
-        proposal sampler's picks on the centre ray of the first connected client's view; removed when the
-        toggle is off."""
+        """The sampler's own state, e.g. the occupied cells of the grid's finest level (sent again only after it
+        changes), or the sampler's picks on the centre ray of the first connected client's view; removed when
+        the toggle is off."""
         on = bool(self.show_sampling.value)
-        if self.grid_sampler is not None:
-            updates = self.grid_sampler.updates if on else None
-            if updates == self.drawn_grid_updates:
+        if self.shows_state:
+            version = self.sampler.state_version() if on else None
+            if version == self.drawn_state_version:
                 return
-            self.drawn_grid_updates = updates
-            points = scene_overlays.occupied_cell_centres(self.grid_sampler, self.max_points) if on else None
-            self._replace(GRID_NODE, points, width=0.35 * scene_overlays.finest_cell_size(self.grid_sampler))
+            self.drawn_state_version = version
+            points, cell_size = scene_overlays.sampler_state_points(self.sampler, self.max_points) if on else (None, 0)
+            self._replace(STATE_NODE, points, width=0.35 * cell_size)
             return
         ray = self.view_centre_ray() if on else None
         points = scene_overlays.centre_ray_samples(self.pipeline.model, *ray) if ray is not None else None
-        self._replace(PROPOSAL_NODE, points, width=0.02, colours=(0, 200, 255))
+        self._replace(CENTRE_RAY_NODE, points, width=0.02, colours=(0, 200, 255))
 
     def view_centre_ray(self) -> Optional[Tuple[torch.Tensor, torch.Tensor]]:
         """Origin and direction (world units) of the centre ray of the first client's camera; None

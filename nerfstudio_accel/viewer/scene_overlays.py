@@ -1,9 +1,8 @@
 """Point sets the Accel panel draws into the viewer's 3D scene (all in nerfstudio world coordinates;
 the panel scales them to viser's).
 
-- :func:`occupied_cell_centres`: the finest level's occupied cells of an occupancy grid (and
-  :func:`finest_cell_size`, their size);
-- :func:`centre_ray_samples`: where the proposal sampler puts the main field's samples on one ray;
+- :func:`sampler_state_points`: a sampler's own state (the occupancy grid's occupied cells) and their size;
+- :func:`centre_ray_samples`: where a sampler (e.g. the proposal sampler) puts the main field's samples on one ray;
 - :func:`hard_sample_points`: the last mined batch's samples with their ray's share of hard samples;
 - :func:`share_colours`: a blue-to-red ramp for shares in ``[0, 1]``.
 
@@ -20,7 +19,7 @@ import torch
 from jaxtyping import Float, Int
 from torch import Tensor
 
-from nerfstudio_accel.sampling.occupancy import OccupancySampler
+from nerfstudio_accel.sampling.base import Sampler
 
 
 def subsample(count: int, max_points: int, seed: int = 0) -> Tensor:
@@ -31,22 +30,11 @@ def subsample(count: int, max_points: int, seed: int = 0) -> Tensor:
     return torch.randperm(count, generator=generator)[:max_points].sort().values
 
 
-@torch.no_grad()
-def occupied_cell_centres(sampler: OccupancySampler, max_points: int) -> Float[Tensor, "n 3"]:
-    """Centres of the occupied cells of the grid's finest level (level 0, the scene box), at most
-    ``max_points`` of them, on the CPU."""
-    binaries = sampler.grid.binaries[0].cpu()  # (R, R, R)
-    aabb = sampler.grid.aabbs[0].cpu().float()
-    cells = torch.nonzero(binaries)
-    cells = cells[subsample(cells.shape[0], max_points)]
-    resolution = torch.tensor(binaries.shape, dtype=torch.float32)
-    return aabb[:3] + (cells.float() + 0.5) / resolution * (aabb[3:] - aabb[:3])
-
-
-def finest_cell_size(sampler: OccupancySampler) -> float:
-    """Edge of the smallest cell of the grid's finest level, in world units."""
-    aabb = sampler.grid.aabbs[0].cpu().float()
-    return float(((aabb[3:] - aabb[:3]) / torch.tensor(sampler.grid.binaries.shape[1:])).min())
+def sampler_state_points(sampler: Sampler, max_points: int) -> Tuple[Float[Tensor, "n 3"], float]:
+    """At most ``max_points`` of the points of ``sampler``'s :meth:`~Sampler.state_overlay`, on the CPU, and the
+    size of the cell each stands for."""
+    overlay = sampler.state_overlay()
+    return overlay.points[subsample(overlay.points.shape[0], max_points)], overlay.cell_size
 
 
 @torch.no_grad()

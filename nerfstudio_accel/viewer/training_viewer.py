@@ -11,7 +11,6 @@ from __future__ import annotations
 from typing import Any, ContextManager, Dict, Optional
 
 import torch
-import viser
 
 from nerfstudio_accel.viewer import page_camera
 from nerfstudio_accel.viewer.accel_panel import AccelPanel
@@ -29,9 +28,7 @@ class TrainingViewer:
         viewer_state: nerfstudio's ``Viewer``, whose Train Util :meth:`before_update` sets from ``control_panel``.
     """
 
-    def __init__(
-        self, pipeline, panel: Optional[AccelPanel], panel_every: int, viewer_state=None, control_panel=None
-    ) -> None:
+    def __init__(self, pipeline, panel: Optional[AccelPanel], panel_every: int, viewer_state, control_panel) -> None:
         self.pipeline, self.panel, self.panel_every = pipeline, panel, panel_every
         self.viewer_state, self.control_panel = viewer_state, control_panel
         self.training_seconds = 0.0
@@ -48,16 +45,13 @@ class TrainingViewer:
         stats: TrainingStats,
         train_lock: ContextManager,
     ) -> "TrainingViewer":
-        """Set nerfstudio's viewer up for this run: the CPU render preset (``device_type`` cpu), pages opening
-        beside the first training camera, an Accel panel refreshed every ``panel_every`` steps (0: none)
-        showing ``stats``; ``train_lock`` is the trainer's lock, held while a step trains. The legacy viewer
-        gets none of this."""
-        control_panel = getattr(viewer_state, "control_panel", None)  # nerfstudio's viewer has one, the legacy one not
-        if control_panel is not None and device_type == "cpu":  # nerfstudio's "Fast" preset: renders hold training up
+        """Set nerfstudio's viewer (``viewer_state``, not the legacy one) up for this run: the CPU render preset
+        (``device_type`` cpu), pages opening beside the first training camera, an Accel panel refreshed every
+        ``panel_every`` steps (0: none) showing ``stats``; ``train_lock`` is the trainer's lock, held while a step
+        trains."""
+        control_panel, server = viewer_state.control_panel, viewer_state.viser_server
+        if device_type == "cpu":  # nerfstudio's "Fast" preset: renders hold training up
             control_panel._train_util.value, control_panel._max_res.value = 0.95, CPU_MAX_RES
-        server = getattr(viewer_state, "viser_server", None)
-        if not isinstance(server, viser.ViserServer):  # the legacy viewer
-            return cls(pipeline, None, panel_every, viewer_state, control_panel)
         if opens_at_training_camera:
             page_camera.open_pages_at(server, *page_camera.first_training_view(pipeline))
         panel = AccelPanel(server, pipeline, stats, train_lock=train_lock) if panel_every > 0 else None
@@ -65,8 +59,7 @@ class TrainingViewer:
 
     def before_update(self) -> None:
         """Before nerfstudio's viewer update: the page's Train Util slider decides the render share."""
-        if self.control_panel is not None:
-            self.viewer_state.train_util = self.control_panel.train_util
+        self.viewer_state.train_util = self.control_panel.train_util
 
     def after_step(self, step: int, seconds: float, loss: torch.Tensor, metrics_dict: Dict[str, Any]) -> None:
         """Every ``panel_every`` steps: this step's figures into the panel's statistics, and a refresh

@@ -11,6 +11,7 @@ import torch
 
 from accel_test_helpers import sample, update
 from nerfstudio_accel.ops import backends
+from nerfstudio_accel.ops._torch_impl import grid_cell_of_points
 from nerfstudio_accel.ops.backends import check_sampler_backend, resolve_sampler_backend
 from nerfstudio_accel.ops.marching import traverse_occupancy_grid
 from nerfstudio_accel.ops.volume_rendering import render_weight_from_density
@@ -395,3 +396,22 @@ def test_stratified_marching_shifts_each_ray_lattice_by_under_one_step():
     assert (last - first).max() < 1e-3, "one shift per ray"
     assert 0.2 < float(first.std()) < 0.4 and float(first.min()) >= -1e-4 and float(first.max()) < 1.0
     assert not torch.equal(lattice_phase(True)[1], lattice_phase(True)[1])
+
+
+def test_the_state_overlay_is_exactly_the_occupied_cells_of_the_finest_level():
+    """What the viewer draws of the grid, and a version that changes with every update."""
+    sampler = OccupancySampler(
+        aabb=torch.tensor([-1.0, -2.0, -0.5, 1.0, 2.0, 1.5]), resolution=8, levels=2, backend="torch"
+    )
+    binaries = torch.zeros_like(sampler.grid.binaries)
+    binaries[0, 1, 5, 6] = binaries[0, 7, 0, 2] = binaries[1, 3, 3, 3] = True  # two fine cells, one coarse
+    sampler.grid.binaries.copy_(binaries)
+    overlay = sampler.state_overlay()
+    centres = overlay.points
+    cell_ids, inside = grid_cell_of_points(centres, sampler.grid.aabbs, torch.tensor(binaries.shape[1:]))
+    assert centres.shape == (2, 3) and inside.all() and binaries.reshape(-1)[cell_ids].all()
+    assert (cell_ids < 8**3).all()  # the finest level's cells, not the coarse one
+    assert overlay.cell_size == pytest.approx(0.25)  # x and z: 2 units over 8 cells
+    before = sampler.state_version()
+    sampler.update(0, lambda points: torch.ones(points.shape[0], 1))
+    assert sampler.state_version() == before + 1

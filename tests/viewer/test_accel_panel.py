@@ -8,6 +8,7 @@ import socket
 import subprocess
 import sys
 import urllib.request
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -82,7 +83,11 @@ def test_stats_average_over_the_window_and_thin_the_history():
 
 def attach(trainer, panel: AccelPanel) -> None:
     """Give ``trainer`` the viewer side of a run with ``panel``, refreshed every ``--accel-panel-every`` steps."""
-    trainer.training_viewer = TrainingViewer(trainer.pipeline, panel, trainer.config.accel_panel_every)
+    viewer_state = SimpleNamespace(train_util=0.9)
+    control_panel = SimpleNamespace(train_util=0.9)
+    trainer.training_viewer = TrainingViewer(
+        trainer.pipeline, panel, trainer.config.accel_panel_every, viewer_state, control_panel
+    )
 
 
 def test_summary_leaves_out_unknown_values_and_formats_the_eta():
@@ -152,19 +157,19 @@ def test_toggles_add_and_remove_bounded_scene_nodes(tiny_scene, tmp_path, viser_
     assert panel.nodes == {} and not trainer.pipeline._keeping_hard_samples
     panel.show_sampling.value = True
     panel.draw_sampling()
-    grid = scene_overlays.occupied_cell_centres(trainer.pipeline.model.sampler, 50)
-    assert accel_panel.GRID_NODE in panel.nodes and 0 < grid.shape[0] <= 50
-    drawn = panel.nodes[accel_panel.GRID_NODE]
+    grid, _ = scene_overlays.sampler_state_points(trainer.pipeline.model.sampler, 50)
+    assert accel_panel.STATE_NODE in panel.nodes and 0 < grid.shape[0] <= 50
+    drawn = panel.nodes[accel_panel.STATE_NODE]
     sent = []
     add_point_cloud = viser_server.scene.add_point_cloud
     viser_server.scene.add_point_cloud = lambda *args, **kwargs: sent.append(kwargs) or add_point_cloud(*args, **kwargs)
     panel.draw_sampling()
-    assert panel.nodes[accel_panel.GRID_NODE] is drawn  # the grid is sent again only after it changes
+    assert panel.nodes[accel_panel.STATE_NODE] is drawn  # the grid is sent again only after it changes
     sampler = trainer.pipeline.model.sampler
     sampler.update(0, trainer.pipeline.model.field.density)
     panel.draw_sampling()
-    assert panel.nodes[accel_panel.GRID_NODE] is not drawn and len(sent) == 1
-    cell = scene_overlays.finest_cell_size(sampler)
+    assert panel.nodes[accel_panel.STATE_NODE] is not drawn and len(sent) == 1
+    cell = sampler.state_overlay().cell_size
     assert 2 * sent[0]["point_size"] == pytest.approx(0.35 * cell * 10.0)  # a third of a cell across, in viser units
     panel.show_hard.value = True
     panel.draw_hard_samples()
@@ -196,10 +201,10 @@ def test_a_tick_redraws_between_steps_and_while_training_is_paused(tiny_scene, t
     with train_lock:  # a step is training
         panel.show_sampling.value = True
         time.sleep(0.3)
-        assert accel_panel.GRID_NODE not in panel.nodes
-    assert wait_for(lambda: accel_panel.GRID_NODE in panel.nodes)
+        assert accel_panel.STATE_NODE not in panel.nodes
+    assert wait_for(lambda: accel_panel.STATE_NODE in panel.nodes)
     panel.show_sampling.value = False
-    assert wait_for(lambda: accel_panel.GRID_NODE not in panel.nodes)
+    assert wait_for(lambda: accel_panel.STATE_NODE not in panel.nodes)
     panel.show_hard.value = True
     assert wait_for(lambda: trainer.pipeline._keeping_hard_samples)
 
@@ -235,7 +240,7 @@ def test_both_overlays_draw_for_accel_nerfacto(tiny_scene, tmp_path, viser_serve
     panel.show_sampling.value = panel.show_hard.value = True
     run_steps(trainer, 0, 2)
     panel.refresh()
-    assert accel_panel.PROPOSAL_NODE in panel.nodes and accel_panel.HARD_NODE in panel.nodes
+    assert accel_panel.CENTRE_RAY_NODE in panel.nodes and accel_panel.HARD_NODE in panel.nodes
     ray_indices, positions, n_rays, hard = trainer.pipeline.hard_samples()
     assert positions.shape == (ray_indices.numel(), 3) and int(ray_indices.max()) == n_rays - 1 and hard.numel() > 0
 
@@ -267,7 +272,7 @@ def test_proposal_overlay_draws_the_main_samples_of_the_view_centre_ray(tmp_path
     origin, direction = torch.tensor([0.1, -0.2, 0.3]), torch.tensor([0.0, 0.6, -0.8])
     monkeypatch.setattr(panel, "view_centre_ray", lambda: (origin, direction))
     panel.draw_sampling()
-    assert accel_panel.PROPOSAL_NODE in panel.nodes
+    assert accel_panel.CENTRE_RAY_NODE in panel.nodes
     points = scene_overlays.centre_ray_samples(trainer.pipeline.model, origin, direction)
     assert points.shape == (trainer.pipeline.model.config.num_samples, 3)
     along = (points - origin) @ direction
@@ -345,23 +350,6 @@ def test_a_page_opens_beside_a_training_camera_clear_of_its_frustum():
     assert np.allclose(page.position, 1.0)
 
 
-def test_the_grid_overlay_draws_exactly_the_occupied_cells_of_the_finest_level():
-    from nerfstudio_accel.ops._torch_impl import grid_cell_of_points
-    from nerfstudio_accel.sampling.occupancy import OccupancySampler
-
-    sampler = OccupancySampler(
-        aabb=torch.tensor([-1.0, -2.0, -0.5, 1.0, 2.0, 1.5]), resolution=8, levels=2, backend="torch"
-    )
-    binaries = torch.zeros_like(sampler.grid.binaries)
-    binaries[0, 1, 5, 6] = binaries[0, 7, 0, 2] = binaries[1, 3, 3, 3] = True  # two fine cells, one coarse
-    sampler.grid.binaries.copy_(binaries)
-    centres = scene_overlays.occupied_cell_centres(sampler, max_points=100)
-    cell_ids, inside = grid_cell_of_points(centres, sampler.grid.aabbs, torch.tensor(binaries.shape[1:]))
-    assert centres.shape == (2, 3) and inside.all() and binaries.reshape(-1)[cell_ids].all()
-    assert (cell_ids < 8**3).all()  # the finest level's cells, not the coarse one
-    assert scene_overlays.finest_cell_size(sampler) == pytest.approx(0.25)  # x and z: 2 units over 8 cells
-
-
 def test_the_pages_train_util_slider_applies_and_cpu_starts_at_the_fast_preset(tiny_scene, tmp_path, viser_server):
     """nerfstudio 1.1.5 renders by a fixed train utilisation of 0.9 whatever its slider says; the trainer
     applies the slider before each viewer update, and on CPU starts the page at the Fast preset."""
@@ -391,3 +379,13 @@ def test_no_viewer_no_panel(tiny_scene, tmp_path):
     run_steps(trainer, 0, 2)
     assert trainer.accel_panel is None and not trainer.pipeline._keeping_hard_samples
     assert trainer.pipeline.hard_samples() is None
+
+
+def test_the_legacy_viewer_gets_no_panel(tiny_scene, tmp_path):
+    """nerfstudio's legacy viewer has no control panel nor viser server: the trainer adds nothing to it."""
+    trainer = make_trainer(tiny_scene, tmp_path)
+    trainer.config.vis = "viewer_legacy"
+    scenes = []
+    trainer.viewer_state = SimpleNamespace(init_scene=lambda **scene: scenes.append(scene))
+    trainer._init_viewer_state()
+    assert len(scenes) == 1 and trainer.training_viewer is None and trainer.accel_panel is None
