@@ -42,6 +42,10 @@ class MultiresHashEncoding(nn.Module):
         self.layout = layout
         self.backend = backend
         self.table = nn.Parameter(torch.empty(layout.num_params).uniform_(-INIT_RANGE, INIT_RANGE))
+        # tiny-cuda-nn's module stays outside the module tree (one key, ``table``, in every state dict); the op
+        # hands it the table before each call
+        tcnn_grid = hash_encoding.tcnn_hash_grid(layout) if backend == "tcnn" else None
+        object.__setattr__(self, "_tcnn_grid", tcnn_grid)
 
     def get_out_dim(self) -> int:
         return self.layout.out_dim
@@ -64,7 +68,9 @@ class MultiresHashEncoding(nn.Module):
         """The encoding of ``points`` whose forward ``values`` a no-grad call on the same points and table
         returned: ``values`` with the backward attached where :attr:`reuses_values` (and that backward's kernel
         variant runs), else encoded again."""
-        return hash_encoding.hash_encode(points, self.table, self.layout, self.backend, known=values)
+        return hash_encoding.hash_encode(
+            points, self.table, self.layout, self.backend, known=values, tcnn_grid=self._tcnn_grid
+        )
 
     def forward(self, points: Float[Tensor, "n 3"]) -> Float[Tensor, "n out"]:
-        return hash_encoding.hash_encode(points, self.table, self.layout, self.backend)
+        return hash_encoding.hash_encode(points, self.table, self.layout, self.backend, tcnn_grid=self._tcnn_grid)

@@ -10,7 +10,11 @@ also flushes the run's last events to disk, where nerfstudio leaves up to two mi
 
 from __future__ import annotations
 
+import logging
+
 from nerfstudio.utils import writer
+
+logger = logging.getLogger(__name__)
 
 
 def release_event_writers() -> None:
@@ -19,7 +23,7 @@ def release_event_writers() -> None:
         if isinstance(event_writer, writer.TensorboardWriter):
             try:
                 event_writer.tb_writer.close()
-            except OSError:  # its run's folder is gone: nothing left to flush to
-                pass
+            except Exception as error:  # e.g. its run's folder is gone: a log is never worth a training run
+                logger.warning("could not close the tensorboard log %s: %s", event_writer.tb_writer.log_dir, error)
     writer.EVENT_WRITERS.clear()
     writer.EVENT_STORAGE.clear()

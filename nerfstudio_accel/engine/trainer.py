@@ -533,11 +533,11 @@ class AccelTrainer(Trainer):
     def train(self) -> None:
         """Train until ``--max-num-iterations`` steps in total, counting those before a resume."""
         total = self.config.max_num_iterations
-        if self._start_step >= total:
-            CONSOLE.print(f"Already trained {self._start_step} of {total} steps; nothing to do.")
-            return
-        self.config.max_num_iterations = total - self._start_step
         try:
+            if self._start_step >= total:
+                CONSOLE.print(f"Already trained {self._start_step} of {total} steps; nothing to do.")
+                return
+            self.config.max_num_iterations = total - self._start_step
             super().train()
         finally:
             self.config.max_num_iterations = total

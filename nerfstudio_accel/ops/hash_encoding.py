@@ -40,6 +40,7 @@ def hash_encode(
     layout: HashGridLayout,
     backend: str = "torch",
     known: Optional[Float[Tensor, "n out"]] = None,
+    tcnn_grid: Optional[nn.Module] = None,
 ) -> Float[Tensor, "n out"]:
     """Features ``(n, layout.num_levels * layout.features_per_level)`` (level-major) of ``points`` in
     ``[0, 1]^3`` ``(n, 3)``, read from the flat ``table`` ``(layout.num_params,)``; differentiable in both.
@@ -48,8 +49,8 @@ def hash_encode(
     same for every backend. The output is float32, except for the ``kernel`` backend under CUDA autocast: its
     half type, summed in float32. ``known``: this encoding's values from a no-grad call on the same points and
     table this step; the ``kernel`` backend returns them with its backward attached (no second forward,
-    :func:`reuses_known_values`), the others compute them again. ``tcnn`` takes ``table`` as an
-    ``nn.Parameter``.
+    :func:`reuses_known_values`), the others compute them again. ``tcnn`` runs ``tcnn_grid``
+    (:func:`tcnn_hash_grid` of ``layout``), handing it ``table``, an ``nn.Parameter``.
 
     Example:
         >>> layout = HashGridLayout(num_levels=2, features_per_level=2, log2_hashmap_size=8)
@@ -58,9 +59,9 @@ def hash_encode(
     """
     points = torch.nan_to_num(points.float(), nan=0.0).clamp(0.0, 1.0).contiguous()
     if backend == "tcnn":
-        encoding = _tcnn_hash_grid(layout)
-        encoding.params = table
-        return encoding(points).float()
+        assert tcnn_grid is not None, "the tcnn backend runs the tcnn_hash_grid of this layout"
+        tcnn_grid.params = table
+        return tcnn_grid(points).float()
     if backend == "kernel":
         out_dtype = _output_dtype(points) if known is None else known.dtype
         if kernel_variant_runs(points.device.type, out_dtype, points.requires_grad):
@@ -88,9 +89,10 @@ def _level_tensors(layout: HashGridLayout, device: torch.device) -> LevelTensors
     return layout.level_tensors(device)
 
 
-@functools.lru_cache(maxsize=None)
-def _tcnn_hash_grid(layout: HashGridLayout) -> nn.Module:
-    """tiny-cuda-nn's ``HashGrid`` of ``layout``, built once per layout; each call hands it its table first."""
+def tcnn_hash_grid(layout: HashGridLayout) -> nn.Module:
+    """tiny-cuda-nn's ``HashGrid`` of ``layout`` for :func:`hash_encode`'s ``tcnn`` backend (CUDA, where
+    tiny-cuda-nn imports); raises :class:`~nerfstudio_accel.errors.BackendUnavailable` where its parameters do not
+    match the layout's table."""
     import tinycudann as tcnn
 
     config = {

@@ -16,7 +16,7 @@ training sampling, which the sampler keeps as nerfacc's ``PropNetEstimator`` kee
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, List, Optional, Sequence, Tuple
 
 import torch
 from jaxtyping import Float
@@ -95,9 +95,9 @@ class ProposalSampler(Sampler):
         self.distortion = distortion
         self.anneal = 1.0
         """Current exponent on proposal weights (:meth:`update` sets it; 1 outside training)."""
-        self._last_rounds: Optional[ProposalRounds] = None
-        """The rounds behind the last training :meth:`sample` (with the proposal fields' graph), until
-        :meth:`losses` reads them."""
+        self._last_rounds: Optional[Tuple[Tensor, ProposalRounds]] = None
+        """The last training :meth:`sample`'s ``t_starts`` and the rounds behind them (with the proposal fields'
+        graph), until :meth:`losses` reads them."""
 
     overlay_label = "Show proposal samples (centre ray)"
 
@@ -124,13 +124,14 @@ class ProposalSampler(Sampler):
             near, far = torch.maximum(near, enter), torch.minimum(far, exit_)
         with phase("proposal rounds"):
             distances, rounds = self.propose(origins, directions, near, far, stratified)
-        if self.training:
-            self._last_rounds = rounds
         per_ray = distances.shape[1] - 1
         ray_indices = torch.arange(n_rays, device=origins.device).repeat_interleave(per_ray)
-        return PackedSamples(
+        samples = PackedSamples(
             ray_indices, distances[:, :-1].reshape(-1), distances[:, 1:].reshape(-1), origins, directions
         )
+        if self.training:
+            self._last_rounds = (samples.t_starts, rounds)
+        return samples
 
     def propose(
         self,
@@ -166,10 +167,12 @@ class ProposalSampler(Sampler):
 
     def losses(self, samples: PackedSamples, weights: Float[Tensor, " n_samples"]) -> Dict[str, Tensor]:
         """``interlevel_loss`` (and ``distortion_loss`` when asked for) of the full set of samples the last training
-        :meth:`sample` returned, whose rounds it then lets go; none without such a sampling or with no rays."""
-        rounds, self._last_rounds = self._last_rounds, None
-        if rounds is None or samples.n_rays == 0:
+        :meth:`sample` returned (the same intervals, on any rays), whose rounds it then lets go; none for other
+        samples (a subset) or no rays."""
+        last, self._last_rounds = self._last_rounds, None
+        if last is None or last[0] is not samples.t_starts or samples.n_rays == 0:
             return {}
+        rounds = last[1]
         per_ray = weights.reshape(samples.n_rays, -1)
         losses = {"interlevel_loss": self.interlevel_loss(rounds, per_ray)}
         if self.distortion:

@@ -5,13 +5,18 @@ computes in fp16. The module around the op: ``tests/encodings/test_hash_encoding
 
 from __future__ import annotations
 
+import sys
+import types
+
 import pytest
 import torch
 
+from nerfstudio_accel.encodings.hash_encoding import MultiresHashEncoding
+from nerfstudio_accel.errors import BackendUnavailable
 from nerfstudio_accel.kernels.hash_layout import HashGridLayout
 from nerfstudio_accel.ops._hash_encoding_torch import encode_torch
 from nerfstudio_accel.ops.backends import tcnn_encoding_unavailable_reason
-from nerfstudio_accel.ops.hash_encoding import hash_encode
+from nerfstudio_accel.ops.hash_encoding import hash_encode, tcnn_hash_grid
 
 LAYOUT = HashGridLayout.from_resolutions(8, 16, 512, 12, features_per_level=2)  # dense and hashed levels
 BACKENDS = {
@@ -36,7 +41,8 @@ def encoded(backend: str, device: torch.device, points: torch.Tensor, table: tor
     """Values, table gradient and point gradient of ``hash_encode`` on ``backend``, back on the CPU."""
     points = points.to(device).requires_grad_(True)
     table = torch.nn.Parameter(table.to(device))
-    values = hash_encode(points, table, LAYOUT, backend)
+    grid = tcnn_hash_grid(LAYOUT) if backend == "tcnn" else None
+    values = hash_encode(points, table, LAYOUT, backend, tcnn_grid=grid)
     (values.float() * upstream.to(device)).sum().backward()
     return values.detach().float().cpu(), table.grad.cpu(), points.grad.cpu()
 
@@ -82,3 +88,39 @@ def test_known_values_give_the_encoding_and_its_gradients(backend):
         results.append((table.grad.clone(), inputs.grad))
     for reused, again in zip(*results[::-1]):
         torch.testing.assert_close(reused, again, rtol=0.0, atol=1e-5 * max(1.0, float(again.abs().max())))
+
+
+def stand_in_tinycudann(extra_params: int) -> types.ModuleType:
+    """A ``tinycudann`` whose ``Encoding`` reads its ``params`` as this package's table (the torch twin) and
+    holds ``extra_params`` more parameters than the layout's table."""
+
+    class Encoding(torch.nn.Module):
+        built = 0
+
+        def __init__(self, n_input_dims: int, encoding_config: dict) -> None:
+            super().__init__()
+            Encoding.built += 1
+            self.params = torch.nn.Parameter(torch.zeros(LAYOUT.num_params + extra_params))
+
+        def forward(self, points: torch.Tensor) -> torch.Tensor:
+            return encode_torch(points, self.params, LAYOUT).half()
+
+    return types.SimpleNamespace(Encoding=Encoding)
+
+
+def test_a_tcnn_encoding_is_built_with_its_module_and_reads_its_table(monkeypatch):
+    """tiny-cuda-nn's HashGrid is built as the module is (a failure stops the model's set-up, not a step), one per
+    module, and each call hands it this module's table (simulated on the CPU)."""
+    tcnn = stand_in_tinycudann(extra_params=0)
+    monkeypatch.setitem(sys.modules, "tinycudann", tcnn)
+    first, second = MultiresHashEncoding(LAYOUT, backend="tcnn"), MultiresHashEncoding(LAYOUT, backend="tcnn")
+    assert tcnn.Encoding.built == 2 and list(first.state_dict()) == ["table"]
+    points = torch.rand(64, 3, generator=torch.Generator().manual_seed(5))
+    for module in (first, second):
+        torch.testing.assert_close(module(points), encode_torch(points, module.table, LAYOUT).half().float())
+
+
+def test_a_tcnn_hash_grid_of_another_size_is_refused_as_the_module_is_built(monkeypatch):
+    monkeypatch.setitem(sys.modules, "tinycudann", stand_in_tinycudann(extra_params=8))
+    with pytest.raises(BackendUnavailable, match="use --pipeline.model.hash-backend kernel"):
+        MultiresHashEncoding(LAYOUT, backend="tcnn")

@@ -103,7 +103,10 @@ def test_proposal_losses_need_the_rounds_and_clip_to_the_box():
     )
     samples = sampler.sample(origins, directions, None, None, blob, stratified=True)
     weights = torch.rand(samples.n_samples)
-    assert set(sampler.losses(samples, weights)) == {"interlevel_loss", "distortion_loss"}
+    assert sampler.losses(samples.subset(torch.arange(4)), weights[:4]) == {}, "a subset is not what it sampled"
+    samples = sampler.sample(origins, directions, None, None, blob, stratified=True)
+    on_other_rays = samples.on_rays(origins + 0.1, directions, None)  # as a model hands back the uncorrected rays
+    assert set(sampler.losses(on_other_rays, weights)) == {"interlevel_loss", "distortion_loss"}
     assert sampler.losses(samples, weights) == {}, "the sampler lets the rounds go once its losses read them"
     sampler.eval()
     sampler.sample(origins, directions, None, None, blob, stratified=False)
