@@ -5,7 +5,7 @@
 
 Builds accel-ngp (occupancy sampler) as ``ns-train`` does (defaults plus the flags after ``--``), trains
 ``--warmup`` steps, then draws ``--steps`` training batches. On each batch, for each ``--first-samples`` value in
-turn (``--pipeline.model.culling-first-samples``; the same stratified jitter), it runs the sampling and no-grad
+turn (``--pipeline.model.occupancy.culling-first-samples``; the same stratified jitter), it runs the sampling and no-grad
 forward that a mined step scores with, under a :class:`~nerfstudio_accel.step_phases.PhaseClock`: ms in the
 ``marching`` and ``culling density pass`` phases, and the candidates marched, densities read and samples kept
 (the kept counts must agree: the rounds keep the same samples). Timings, so never a test assert.

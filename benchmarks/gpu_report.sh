@@ -69,7 +69,7 @@ fi
 
 if [ "$part" != checks ]; then
     echo "## Equal training time on lego 400x400 (${BUDGET:-45} s each)" >> "$report"
-    methods=${METHODS:-"accel-ngp,accel-ngp:--pipeline.model.hash-backend torch --pipeline.model.sampler-backend torch,instant-ngp,nerfacto"}
+    methods=${METHODS:-"accel-ngp,accel-ngp:--pipeline.model.hash-backend torch --pipeline.model.occupancy.backend torch,instant-ngp,nerfacto"}
     python3 -m nerfstudio_accel.bench.cli --data "$GPU_DIR/lego" --device cuda --overwrite --out /tmp/bench \
         --budget-seconds "${BUDGET:-45}" --eval-points 2 --eval-views 5 --methods "$methods" \
         > "$OUT/bench.log" 2>&1 || status=1

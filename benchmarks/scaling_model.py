@@ -7,7 +7,7 @@ with more ranks; what is added per step is communication (see :mod:`nerfstudio_a
 
 - the gradient all-reduce: every trainable parameter as float32, plus one flag per parameter tensor
   (dense: the hash table's untouched entries travel as zeros);
-- every ``grid_update_every`` steps, the occupancy update's all-gather (float32 per evaluated cell: all
+- every ``--pipeline.model.occupancy.update-every`` steps, the occupancy update's all-gather (float32 per evaluated cell: all
   cells during warm-up, after it a quarter plus the occupied ones; here a half is assumed) and, saved,
   the grid evaluation shared by the ranks (``--grid-eval-ms`` per update on one rank);
 - two small all-reduces (the tau-hat moments, latency only).
@@ -58,7 +58,7 @@ def model_sizes(device_defaults: str) -> Tuple[int, int, int, int]:
             sum(p.numel() for p in params),
             len(params),
             int(grid.occs.numel()),
-            config.pipeline.model.grid_update_every,
+            config.pipeline.model.occupancy.update_every,
         )
 
 

@@ -5,11 +5,14 @@ not guard the import, so an error here would take down ``ns-train`` for every me
 therefore built inside a guard: on failure the entry point yields an :class:`UnavailableMethod`,
 which nerfstudio skips with a one-line warning, and its own methods keep working; so does a library older
 than this package's floors (:mod:`~nerfstudio_accel.version_floors`). Loading it also makes
-nerfstudio's tools print this package's user errors as one line (:func:`~nerfstudio_accel.errors.install_exit_hook`).
+nerfstudio's tools print this package's user errors as one line (:func:`~nerfstudio_accel.errors.install_exit_hook`)
+and, as ns-train loads it before parsing its flags, stops a flag of ours that moved with one line naming its new
+name (:func:`~nerfstudio_accel.renamed_flags.refuse_moved_flags`).
 """
 
 from __future__ import annotations
 
+import sys
 import traceback
 import warnings
 from typing import Callable, Union
@@ -17,9 +20,11 @@ from typing import Callable, Union
 from nerfstudio.plugins.types import MethodSpecification
 
 from nerfstudio_accel.errors import AccelError, install_exit_hook
+from nerfstudio_accel.renamed_flags import refuse_moved_flags
 from nerfstudio_accel.version_floors import check_version_floors
 
 install_exit_hook()
+refuse_moved_flags(sys.argv[1:])
 # nerfstudio 1.1's cameras index tensors with lists, which torch >= 2.9 warns about on every run (harmless there)
 warnings.filterwarnings(
     "ignore", message="Using a non-tuple sequence for multidimensional indexing", module=r"nerfstudio\.cameras\."

@@ -43,9 +43,9 @@ def render_packed(
         weights = render_weight_from_density(
             samples.t_starts, samples.t_ends, sigmas, ray_indices, n_rays, backend=backend
         )
-        accumulation = accumulate_along_rays(weights, None, ray_indices, n_rays, backend=backend)
-        rgb = accumulate_along_rays(weights, colors, ray_indices, n_rays, backend=backend)
-        depth = accumulate_along_rays(weights, samples.t_mids[:, None], ray_indices, n_rays, backend=backend)
+        accumulation = accumulate_along_rays(weights, None, ray_indices, n_rays)
+        rgb = accumulate_along_rays(weights, colors, ray_indices, n_rays)
+        depth = accumulate_along_rays(weights, samples.t_mids[:, None], ray_indices, n_rays)
         depth = depth / torch.clamp(accumulation, min=1e-10)
         rgb = rgb + (1.0 - accumulation) * background.float()
     return {"rgb": rgb, "accumulation": accumulation, "depth": depth, "weights": weights}

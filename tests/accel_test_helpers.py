@@ -13,7 +13,7 @@ from nerfstudio.data.dataparsers.blender_dataparser import BlenderDataParserConf
 from nerfstudio_accel.engine.build import build_trainer_config
 from nerfstudio_accel.engine.trainer import AccelTrainer, AccelTrainerConfig, training_step
 from nerfstudio_accel.methods import accel_ngp
-from nerfstudio_accel.sampling.occupancy import GridUpdateOptions, MarchingOptions
+from nerfstudio_accel.sampling.occupancy import GridUpdateOptions, MarchingOptions, OccupancySampler
 
 
 def make_trainer(
@@ -30,8 +30,8 @@ def make_trainer(
     **trainer_overrides,
 ) -> AccelTrainer:
     """accel-ngp's AccelTrainer on ``device``, as ns-train builds it, on a Blender-format scene (or the
-    given ``dataparser`` config's format); ``pipeline`` and ``model`` override those configs' fields,
-    keyword arguments the trainer config's. ``method``: another method's config than accel-ngp's. ``resolve``
+    given ``dataparser`` config's format); ``pipeline`` and ``model`` override those configs' fields (a nested
+    one by its dotted path, ``occupancy.resolution``), keyword arguments the trainer config's. ``method``: another method's config than accel-ngp's. ``resolve``
     False: the caller saves config.yml before set-up, which resolves it (as ns-train does). ``test_mode``: the
     split evaluation reads (checked and loaded)."""
 
@@ -42,9 +42,13 @@ def make_trainer(
             (config.pipeline, pipeline or {}),
             (config.pipeline.model, model or {}),
         ):
-            for key, value in overrides.items():
-                assert hasattr(target, key), f"{type(target).__name__} has no field {key}"
-                setattr(target, key, value)
+            for path, value in overrides.items():
+                *parents, key = path.split(".")
+                owner = target
+                for parent in parents:
+                    owner = getattr(owner, parent)
+                assert hasattr(owner, key), f"{type(owner).__name__} has no field {key}"
+                setattr(owner, key, value)
 
     config = build_trainer_config(
         method if method is not None else accel_ngp.config,
@@ -101,6 +105,19 @@ def assert_same_state(a, b) -> None:
             for field, value in state.items():
                 other = b[1][name]["state"][key][field]
                 assert torch.equal(value, other) if torch.is_tensor(value) else value == other
+
+
+def full_grid_sampler(
+    aabb: torch.Tensor, warmed_up: bool = True, occupancy: float = 1.0, **marching
+) -> OccupancySampler:
+    """A torch-backend occupancy sampler in training mode whose 16^3 grid is occupied everywhere (every cell at
+    ``occupancy``), culling by opacity once ``warmed_up``; ``marching``: :class:`MarchingOptions` fields."""
+    sampler = OccupancySampler(aabb, resolution=16, backend="torch", marching=MarchingOptions(**marching))
+    sampler.grid.binaries.fill_(True)
+    sampler.grid.occs.fill_(occupancy)
+    sampler.warmed_up.fill_(warmed_up)
+    sampler.train()
+    return sampler
 
 
 def sample(sampler, origins, directions, options, density_fn=None, near_planes=None, far_planes=None, stratified=False):

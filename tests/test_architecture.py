@@ -1,6 +1,6 @@
-"""The package's declared architecture holds: no import cycle, kernels and ops below everything else, backend
-choices only in the ops and the config resolution, no attribute probe of its own components, models that never
-ask which sampler they hold."""
+"""The package's declared architecture holds: no import cycle, kernels and ops below everything else, the bench and
+the viewer on top, backend choices only in the ops and the config resolution, no attribute probe of its own
+components, nothing that asks which sampler it holds, and tests that mirror the lower layers' modules."""
 
 from __future__ import annotations
 
@@ -91,6 +91,24 @@ def test_kernels_and_ops_import_nothing_above_them():
             assert not above, f"{layer}/{path.name} imports from above its layer: {sorted(above)}"
 
 
+UPPER_LAYERS = {
+    "bench": set(),
+    "viewer": {"engine/trainer.py", "models/accel_ngp.py", "models/accel_nerfacto.py"},
+}
+"""The package's top layers and the only modules outside them that may import them: nothing builds on the bench;
+the trainer attaches the viewer's panel, the models hold the finished run's viewer."""
+
+
+def test_the_bench_and_the_viewer_sit_on_top():
+    for layer, importers in UPPER_LAYERS.items():
+        for path in PACKAGE.rglob("*.py"):
+            relative = path.relative_to(PACKAGE).as_posix()
+            if relative.startswith(f"{layer}/") or relative in importers:
+                continue
+            reaching = {target for target in package_imports(path) if target.startswith(f"nerfstudio_accel.{layer}")}
+            assert not reaching, f"{relative} imports the {layer} layer: {sorted(reaching)}"
+
+
 BACKEND_NAMES = {"nerfacc", "kernel"}
 BACKEND_BRANCHES = {"ops/backends.py", "ops/marching.py", "ops/volume_rendering.py", "ops/hash_encoding.py"}
 """The only files that compare with a compiled backend's name: the config resolution and the ops that dispatch."""
@@ -169,3 +187,32 @@ def test_library_code_raises_no_system_exit_outside_entry_points():
             raised = node.exc if isinstance(node, ast.Raise) and node.exc is not None else None
             if raised is not None:
                 assert "SystemExit" not in ast.unparse(raised), f"{relative} raises SystemExit; raise an AccelError"
+
+
+MIRRORED_LAYERS = ("kernels", "ops", "fields", "sampling")
+"""Folders whose every module has its tests in ``tests/<folder>/test_<module>.py`` (a leading ``_`` dropped), or
+in the file :data:`TESTED_IN` names."""
+TESTED_IN = {
+    "kernels/hash_encoding_numba.py": "ops/test_hash_encoding_backends.py",
+    "kernels/hash_layout.py": "encodings/test_hash_encoding.py",
+    "kernels/lattice.py": "ops/test_marching.py",
+    "kernels/marching_numba.py": "ops/test_marching.py",
+    "ops/hash_encoding.py": "ops/test_hash_encoding_backends.py",  # the encodings module's test has that file name
+    "ops/_hash_encoding_torch.py": "ops/test_hash_encoding_backends.py",
+    "ops/precision.py": "ops/test_torch_impl.py",
+    "sampling/base.py": "sampling/test_sampler_interface.py",
+    "sampling/packed.py": "sampling/test_sampler_interface.py",
+    "sampling/proposal_ops.py": "sampling/test_proposal.py",
+}
+"""Modules tested beside another one's, and where."""
+
+
+def test_the_lower_layers_tests_mirror_their_modules():
+    tests = Path(__file__).resolve().parent
+    for layer in MIRRORED_LAYERS:
+        for path in (PACKAGE / layer).glob("*.py"):
+            if path.name == "__init__.py":
+                continue
+            relative = path.relative_to(PACKAGE).as_posix()
+            expected = TESTED_IN.get(relative, f"{layer}/test_{path.stem.lstrip('_')}.py")
+            assert (tests / expected).is_file(), f"{relative} has no tests/{expected}"

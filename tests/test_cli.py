@@ -338,7 +338,7 @@ def test_ns_train_rejects_unknown_sampler_backend(run_cli, tiny_scene: Path, tmp
     code, out, err = ns_train(
         run_cli,
         output_dir,
-        ("--pipeline.model.sampler-backend", "bogus"),
+        ("--pipeline.model.occupancy.backend", "bogus"),
         ("blender-data", "--data", str(tiny_scene)),
         timeout=180,
     )
@@ -346,7 +346,7 @@ def test_ns_train_rejects_unknown_sampler_backend(run_cli, tiny_scene: Path, tmp
     both = out + err
     assert code != 0
     assert "Traceback" not in both, both[-3000:]
-    assert "bogus" in both and "--pipeline.model.sampler-backend" in both
+    assert "bogus" in both and "--pipeline.model.occupancy.backend" in both
     for choice in ("'auto'", "'nerfacc'", "'torch'"):  # tyro's box: Expected one of ('auto', 'nerfacc', 'torch')
         assert choice in both, both[-3000:]
     assert not output_dir.exists()  # rejected while parsing, before anything is written
@@ -358,13 +358,33 @@ def test_ns_train_nerfacc_backend_on_cpu_fails_in_one_line(run_cli, tiny_scene: 
     code, out, err = ns_train(
         run_cli,
         output_dir,
-        ("--pipeline.model.sampler-backend", "nerfacc"),
+        ("--pipeline.model.occupancy.backend", "nerfacc"),
         ("blender-data", "--data", str(tiny_scene)),
         timeout=180,
     )
 
-    assert_one_line_error(code, out, err, "'nerfacc' cannot run here", "cpu", "--pipeline.model.sampler-backend torch")
+    assert_one_line_error(
+        code, out, err, "'nerfacc' cannot run here", "cpu", "--pipeline.model.occupancy.backend torch"
+    )
     assert checkpoints(output_dir) == []
+
+
+@pytest.mark.slow
+def test_ns_train_names_the_new_flag_of_a_moved_one(run_cli, tiny_scene: Path, tmp_path: Path) -> None:
+    """A sampler option under its old flat name stops ns-train in one line naming its new one."""
+    output_dir = tmp_path / "out"
+    code, out, err = ns_train(
+        run_cli,
+        output_dir,
+        ("--pipeline.model.grid-resolution=32",),
+        ("blender-data", "--data", str(tiny_scene)),
+        timeout=180,
+    )
+
+    assert_one_line_error(
+        code, out, err, "--pipeline.model.grid-resolution is now --pipeline.model.occupancy.resolution"
+    )
+    assert not output_dir.exists()
 
 
 # --- the same checks in process ----------------------------------------------------------------

@@ -32,7 +32,7 @@ RUNS = {
             "4",
             "--pipeline.model.gradient-checkpointing",
             "True",
-            "--pipeline.model.culling-first-samples",
+            "--pipeline.model.occupancy.culling-first-samples",
             "8",
         ],
     ),

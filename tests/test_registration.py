@@ -9,10 +9,11 @@ import textwrap
 METHOD = "accel-ngp"
 
 MODEL_FLAGS = (
-    "--pipeline.model.sampler-backend {auto,nerfacc,kernel,torch}",
+    "--pipeline.model.occupancy.backend {auto,nerfacc,kernel,torch}",
     "--pipeline.model.background {auto,random,white,black}",
-    "--pipeline.model.alpha-threshold",
-    "--pipeline.model.early-stop-eps",
+    "--pipeline.model.occupancy.alpha-threshold",
+    "--pipeline.model.occupancy.early-stop-eps",
+    "--pipeline.model.proposal.num-samples",
     "--pipeline.model.scene-contraction {auto,on,off}",
     "--pipeline.target-num-samples",
     "--pipeline.hard-mining {auto,True,False}",
@@ -49,7 +50,7 @@ def test_discover_methods_returns_accel_ngp_trainer_config() -> None:
     assert config.pipeline._target is HardSampleMiningPipeline and config.pipeline.hard_mining == "auto"
     assert isinstance(config.pipeline.model, AccelNGPModelConfig)
     assert config.pipeline.model._target is AccelNGPModel
-    assert config.pipeline.model.sampler_backend == "auto"
+    assert config.pipeline.model.occupancy.backend == "auto"
     # the fields' group, and the camera optimizer's for --pipeline.model.camera-optimizer.mode SO3xR3
     assert set(config.optimizers) == {"fields", "camera_opt"}
     assert "nerfstudio-accel" in descriptions[METHOD]

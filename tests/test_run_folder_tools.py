@@ -223,12 +223,34 @@ def test_the_scene_is_checked_once_before_config_yml_is_written(capture, tmp_pat
 
 
 def test_a_run_trained_with_nerfacc_opens_on_a_cpu(crashed_run, tmp_path):
-    """config.yml as a CUDA run with ``--pipeline.model.sampler-backend nerfacc`` saves it: ns-eval on this
+    """config.yml as a CUDA run with ``--pipeline.model.occupancy.backend nerfacc`` saves it: ns-eval on this
     CPU marches the same grid with auto's pick there, after one warning."""
     config = yaml.load((crashed_run.base_dir / "config.yml").read_text(), Loader=yaml.Loader)
-    config.pipeline.model.sampler_backend = "nerfacc"
+    config.pipeline.model.occupancy.backend = "nerfacc"
     saved = tmp_path / "config.yml"
     saved.write_text(yaml.dump(config), "utf8")
+    code, output = run_tool("ns-eval", "--load-config", saved, "--output-path", tmp_path / "eval.json")
+    assert code == 0, output[-3000:]
+    assert output.count("sampler backend nerfacc cannot run on cpu") == 1, output[-3000:]
+
+
+def test_a_config_yml_with_the_flat_sampler_options_of_older_runs_opens(crashed_run, tmp_path):
+    """config.yml as runs saved it before the occupancy options had their own group (``sampler_backend``,
+    ``grid_resolution``, ... on the model config): ns-eval opens it with the values moved, here a backend
+    this CPU cannot run, which it warns about once and replaces."""
+    config = yaml.load((crashed_run.base_dir / "config.yml").read_text(), Loader=yaml.Loader)
+    model = config.pipeline.model
+    occupancy = vars(model).pop("occupancy")
+    del vars(model)["proposal"]
+    vars(model).update(
+        sampler_backend="nerfacc",
+        grid_resolution=occupancy.resolution,
+        max_samples_per_ray=occupancy.max_samples_per_ray,
+        grid_update_every=occupancy.update_every,
+    )
+    saved = tmp_path / "config.yml"
+    saved.write_text(yaml.dump(config), "utf8")
+    assert "grid_resolution: " in saved.read_text() and "occupancy:" not in saved.read_text()
     code, output = run_tool("ns-eval", "--load-config", saved, "--output-path", tmp_path / "eval.json")
     assert code == 0, output[-3000:]
     assert output.count("sampler backend nerfacc cannot run on cpu") == 1, output[-3000:]

@@ -11,6 +11,7 @@ from nerfstudio.data.dataparsers.base_dataparser import DataParserConfig
 from nerfstudio.engine.trainer import TrainerConfig
 
 from nerfstudio_accel.engine.trainer import AccelTrainerConfig
+from nerfstudio_accel.renamed_flags import refuse_moved_flags
 
 
 def build_trainer_config(
@@ -40,6 +41,7 @@ def build_trainer_config(
         method = all_methods[method]
     config = copy.deepcopy(method)
     if flags:
+        refuse_moved_flags(flags)
         config = tyro.cli(tyro.conf.FlagConversionOff[type(config)], default=config, args=list(flags))
     datamanager = config.pipeline.datamanager
     if dataparser is not None:

@@ -51,11 +51,12 @@ HASH_GRID_SIZES = (
     "max_res",
     "log2_hashmap_size",
     "features_per_level",
-    "proposal_max_res",
-    "proposal_log2_hashmap_size",
+    "proposal.max_res",
+    "proposal.log2_hashmap_size",
     "proposal_net_args_list",
 )
-"""Model config fields (accel-ngp's and nerfacto's) that lay out the hash tables' levels."""
+"""Model config fields (accel-ngp's and nerfacto's, a nested one by its dotted path) that lay out the hash tables'
+levels."""
 
 
 @dataclass(frozen=True)
@@ -234,8 +235,14 @@ def tensor_groups(model: nn.Module) -> List[TensorGroup]:
 
 def differing_hash_sizes(source_config: Any, target_config: Any) -> List[str]:
     """The :data:`HASH_GRID_SIZES` fields whose values differ between two model configs."""
-    source, target = vars(source_config), vars(target_config)
-    return [name for name in HASH_GRID_SIZES if source.get(name) != target.get(name)]
+    return [name for name in HASH_GRID_SIZES if _field(source_config, name) != _field(target_config, name)]
+
+
+def _field(config: Any, path: str) -> Any:
+    """The value at dotted ``path`` in ``config``, None where it has no such field."""
+    for name in path.split("."):
+        config = vars(config).get(name) if config is not None else None
+    return config
 
 
 def warm_start(model: nn.Module, init_from: Path, data: Path) -> WarmStartReport:

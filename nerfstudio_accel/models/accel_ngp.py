@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from typing import Dict, List, Literal, Optional, Tuple, Type
+from typing import Any, Dict, List, Literal, Optional, Tuple, Type
 
 import torch
 from jaxtyping import Float, Int
@@ -20,26 +20,22 @@ from torch import Tensor
 from torch.nn import Parameter
 
 from nerfstudio_accel.data.scene_checks import SceneFacts
-from nerfstudio_accel.errors import ConfigError
 from nerfstudio_accel.fields.coarse_to_fine import level_weights
 from nerfstudio_accel.fields.density_normals import rendered_normals
 from nerfstudio_accel.fields.density_pass_record import DensityPassRecord
 from nerfstudio_accel.fields.hash_grid_field import FieldImplementation, HashGridField
-from nerfstudio_accel.fields.proposal_field import ProposalDensityField
 from nerfstudio_accel.geometry import pose_corrected_rays
 from nerfstudio_accel.metrics import ImageMetrics
 from nerfstudio_accel.models.base import AccelModel, AccelModelConfig
 from nerfstudio_accel.ops.backends import (
     HashBackend,
-    SamplerBackend,
     check_hash_backend,
     check_implementation,
-    check_sampler_backend,
     resolve_hash_backend,
     resolve_implementation,
-    resolve_sampler_backend,
     runnable_hash_backend,
 )
+from nerfstudio_accel.renamed_flags import move_model_fields
 from nerfstudio_accel.rendering import (
     BackgroundMode,
     background_colors,
@@ -47,10 +43,10 @@ from nerfstudio_accel.rendering import (
     depth_over_background,
     render_packed,
 )
-from nerfstudio_accel.sampling.base import Sampler
-from nerfstudio_accel.sampling.occupancy import GridUpdateOptions, MarchingOptions, OccupancySampler
+from nerfstudio_accel.sampling.base import Sampler, SamplerConfig, SamplerScene
+from nerfstudio_accel.sampling.occupancy import OccupancySamplerConfig
 from nerfstudio_accel.sampling.packed import PackedSamples
-from nerfstudio_accel.sampling.proposal import ProposalSampler
+from nerfstudio_accel.sampling.proposal import ProposalSamplerConfig
 from nerfstudio_accel.step_phases import phase
 from nerfstudio_accel.viewer.finished_run import FinishedRunViewer
 
@@ -99,72 +95,28 @@ class AccelNGPModelConfig(AccelModelConfig):
     enable_collider: bool = False
     """The occupancy grid bounds the rays; no collider needed."""
     collider_params: Optional[Dict[str, float]] = None
-    sampler_backend: SamplerBackend = "auto"
-    """Ray marching: nerfacc CUDA ops (nerfacc), the fused numba marcher on CPU (kernel), the pure-PyTorch
-    reference (torch); auto: nerfacc on CUDA when it loads, kernel on CPU, torch elsewhere, written into
-    config.yml as the backend chosen (ns-eval elsewhere says in one line when it marches with another)."""
     sampler: Literal["auto", "occupancy", "proposal"] = "auto"
     """How rays are sampled: an occupancy grid (skips empty space, culls by opacity; object scenes) or
-    proposal density fields (coarse-to-fine, num_samples per ray; unbounded captures). auto: occupancy
+    proposal density fields (coarse-to-fine, a fixed count per ray; unbounded captures). auto: occupancy
     without scene contraction (blender-data), proposal with it (other data); docs/captured_scenes.md
     has the benchmark behind this choice."""
     scene_contraction: Literal["auto", "on", "off"] = "auto"
     """Contract unbounded space into the grid. auto: off for blender-data, on for other data."""
-    num_samples: Optional[int] = None
-    """Proposal sampler: samples per ray for the main field; default 48 on CUDA (nerfacc's choice), 32
-    elsewhere (more rays per CPU second; docs/captured_scenes.md)."""
-    proposal_samples: Optional[Tuple[int, ...]] = None
-    """Proposal sampler: samples per ray in each proposal round (one proposal field per round); default
-    256 96 on CUDA, 128 64 elsewhere."""
-    proposal_max_res: Tuple[int, ...] = (128, 256)
-    """Proposal sampler: finest hash-grid resolution of each proposal field."""
-    proposal_log2_hashmap_size: int = 17
-    proposal_anneal_steps: int = 1000
-    """Proposal sampler: steps over which resampling moves from uniform to the proposal weights."""
-    interlevel_loss_mult: float = 1.0
-    """Proposal sampler: weight of the interlevel loss that trains the proposal fields."""
-    distortion_loss_mult: float = 0.0
-    """Proposal sampler: weight of mip-NeRF 360's distortion loss on the main field's weights, against
-    floaters (nerfacto uses 0.002); 0: off, the default, as it did not help on fruit at 300 s
-    (docs/captured_scenes.md)."""
-    max_samples_per_ray: Optional[int] = None
-    """Occupancy sampler: a ray keeps at most this many samples in occupied cells, front to back (bounds
-    the cost of a young, foggy field); default 1024 bounded, 256 contracted; 0: no cap."""
-    culling_first_samples: int = 0
-    """Occupancy sampler: the culling density pass reads each ray's candidates in rounds of N, N, 2N, 4N, ...,
-    each only for the rays not yet opaque (the same samples are kept, fewer densities are read); 0: every
-    candidate in one pass, the default, as the rounds measured slower on CPU (docs/benchmarks.md)."""
+    occupancy: OccupancySamplerConfig = field(default_factory=OccupancySamplerConfig)
+    """The occupancy sampler's options (--pipeline.model.occupancy.*)."""
+    proposal: ProposalSamplerConfig = field(default_factory=ProposalSamplerConfig)
+    """The proposal sampler's options (--pipeline.model.proposal.*)."""
     appearance_embedding_dim: Optional[int] = None
     """Per-image appearance vector fed to the colour MLP (exposure, white balance); evaluation uses the
     mean vector. 0: none. Default 0 without scene contraction (synthetic), 32 with it (captures)."""
     camera_optimizer: AutoCameraOptimizerConfig = field(default_factory=AutoCameraOptimizerConfig)
     """Camera pose refinement (nerfstudio's camera optimizer), --pipeline.model.camera-optimizer.mode; auto:
     SO3xR3 with scene contraction (captured poses; docs/captured_scenes.md has the measurement), off without."""
-    grid_resolution: Optional[int] = None
-    """Occupancy grid cells per axis (per level); default 128 on CUDA, 64 elsewhere (cheaper updates).
-    Like every device-dependent default here, it is written into config.yml as a number when training starts."""
-    grid_levels: Optional[int] = None
-    """Grid levels (each twice the extent of the last); default 1 bounded, 4 contracted."""
-    render_step_size: Optional[float] = None
-    """Minimum marching step in world units; default: scene-box diagonal / 1000."""
-    cone_angle: Optional[float] = None
-    """Steps grow as distance * cone_angle; default 0 bounded, 1/256 contracted."""
     near_plane: float = 0.05
     far_plane: float = 1e3
-    alpha_threshold: float = 1e-2
-    """Skip samples whose opacity is below this."""
-    early_stop_eps: float = 1e-4
-    """Stop marching a ray once its transmittance is below this."""
     stratified_sampling: bool = True
     """In training, shift each ray's step lattice by a random fraction of a step, so a pixel sees new
     points every step (evaluation and the viewer march the fixed lattice)."""
-    grid_update_every: int = 16
-    """Update the occupancy grid every this many steps."""
-    grid_warmup_steps: int = 256
-    """Evaluate every cell on updates until this step, then a random quarter plus occupied cells."""
-    grid_ema_decay: float = 0.95
-    occupancy_threshold: float = 1e-2
-    """A cell is occupied when density * step exceeds min(this, mean occupancy)."""
     background: Literal["auto", "random", "white", "black"] = "auto"
     """Background behind the object: random colour per ray in training (needs alpha), white or black.
     Evaluation with random uses white. auto: random when the training images have alpha, white otherwise
@@ -193,8 +145,9 @@ class AccelNGPModelConfig(AccelModelConfig):
 
     def _resolve(self, device_type: str, scene: SceneFacts) -> None:
         """Scene contraction from the scene (off for object scenes), what follows from it (sampler, appearance
-        embedding, per-ray cap, pose refinement), the background from the images' alpha, the sizes that
-        depend on the device, and the kernels that run there; explicit choices that cannot run are refused."""
+        embedding, pose refinement), the background from the images' alpha, the hash table's size for the
+        device, the kernels that run there, and the chosen sampler's own options
+        (:meth:`~nerfstudio_accel.sampling.base.SamplerConfig.resolve`); explicit choices that cannot run are refused."""
         if self.scene_contraction == "auto":
             self.scene_contraction = "off" if scene.bounded else "on"
         contract = self.scene_contraction == "on"
@@ -207,26 +160,11 @@ class AccelNGPModelConfig(AccelModelConfig):
             )
         if self.appearance_embedding_dim is None:
             self.appearance_embedding_dim = 32 if contract else 0
-        if self.max_samples_per_ray is None:
-            self.max_samples_per_ray = 256 if contract else 1024
         if self.camera_optimizer.mode == "auto":
             self.camera_optimizer.mode = "SO3xR3" if contract else "off"
         self._resolve_background(scene.images_have_alpha)
-        on_cuda = device_type == "cuda"
         if self.log2_hashmap_size is None:
-            self.log2_hashmap_size = 19 if on_cuda else 15
-        if self.grid_resolution is None:
-            self.grid_resolution = 128 if on_cuda else 64
-        if self.num_samples is None:
-            self.num_samples = 48 if on_cuda else 32
-        if self.proposal_samples is None:  # one count per proposal field
-            counts = (256, 96) if on_cuda else (128, 64)
-            self.proposal_samples = tuple(counts[min(i, 1)] for i in range(len(self.proposal_max_res)))
-        if self.sampler == "proposal" and len(self.proposal_samples) != len(self.proposal_max_res):
-            raise ConfigError(
-                f"--pipeline.model.proposal-samples names {len(self.proposal_samples)} rounds but "
-                f"--pipeline.model.proposal-max-res {len(self.proposal_max_res)}; give one resolution per round"
-            )
+            self.log2_hashmap_size = 19 if device_type == "cuda" else 15
         self.implementation = resolve_implementation(self.implementation, device_type)
         if self.hash_backend == "auto":
             self.hash_backend = resolve_hash_backend(self.hash_backend, device_type)
@@ -236,15 +174,17 @@ class AccelNGPModelConfig(AccelModelConfig):
                 device_type,
             )
         check_hash_backend(self.hash_backend, device_type)
-        if self.sampler_backend == "auto":  # written down: another machine's auto could march another lattice
-            self.sampler_backend = resolve_sampler_backend(self.sampler_backend, device_type)
-            logger.info(
-                "accel-ngp: sampler backend %s on %s (--pipeline.model.sampler-backend)",
-                self.sampler_backend,
-                device_type,
-            )
-        if self.sampler == "occupancy":
-            check_sampler_backend(self.sampler_backend, device_type)
+        self.sampler_config().resolve(device_type, contract)
+
+    def sampler_config(self) -> SamplerConfig:
+        """The options of the sampler chosen (after :meth:`resolve`)."""
+        assert self.sampler in ("occupancy", "proposal"), "resolve() first"
+        return self.occupancy if self.sampler == "occupancy" else self.proposal
+
+    def __setstate__(self, state: Dict[str, Any]) -> None:
+        """A config.yml written before the samplers' options had their own groups opens with them moved there."""
+        groups = {"occupancy": OccupancySamplerConfig, "proposal": ProposalSamplerConfig}
+        self.__dict__.update(move_model_fields(state, groups))
 
     def _resolve_background(self, images_have_alpha: Optional[bool]) -> None:
         """``auto``: random with alpha, white without (or unknown); an explicit ``random`` without alpha
@@ -278,8 +218,7 @@ class AccelNGPModel(AccelModel):
         super().populate_modules()
         cfg = self.config
         device = torch.device(self.kwargs.get("device", "cpu"))
-        assert cfg.log2_hashmap_size is not None and cfg.grid_resolution is not None
-        assert cfg.num_samples is not None and cfg.proposal_samples is not None
+        assert cfg.log2_hashmap_size is not None
         check_implementation(cfg.implementation, device.type, "accel-ngp")
         contract = cfg.scene_contraction == "on"
         aabb = self.scene_box.aabb.float()
@@ -298,66 +237,12 @@ class AccelNGPModel(AccelModel):
             appearance_dim=cfg.appearance_embedding_dim or 0,
         )
         self.camera_optimizer = cfg.camera_optimizer.setup(num_cameras=self.num_train_data, device="cpu")
-        self.sampler = self._build_sampler(aabb, contract, hash_backend, device)
+        self.sampler = cfg.sampler_config().setup(
+            SamplerScene(aabb, contract, cfg.near_plane, cfg.far_plane, device, cfg.implementation, hash_backend)
+        )
         self.image_metrics = ImageMetrics()
         self.finished_run_viewer = FinishedRunViewer()  # nerfstudio's Viewer sets it up (ns-viewer's page)
         self.update_to_step(0)
-
-    def _build_sampler(
-        self, aabb: Float[Tensor, "2 3"], contract: bool, hash_backend: str, device: torch.device
-    ) -> Sampler:
-        cfg = self.config
-        diagonal = float(torch.linalg.norm(aabb[1] - aabb[0]))
-        if cfg.sampler == "proposal":
-            fields = [
-                ProposalDensityField(
-                    aabb,
-                    contract,
-                    max_res=res,
-                    log2_hashmap_size=cfg.proposal_log2_hashmap_size,
-                    implementation=cfg.implementation,
-                    hash_backend=hash_backend,
-                )
-                for res in cfg.proposal_max_res
-            ]
-            return ProposalSampler(
-                fields,
-                cfg.proposal_samples,
-                cfg.num_samples,
-                spacing="lindisp" if contract else "linear",
-                anneal_steps=cfg.proposal_anneal_steps,
-                aabb=None if contract else aabb.flatten(),
-                near_plane=cfg.near_plane,
-                far_plane=cfg.far_plane,
-                distortion=cfg.distortion_loss_mult > 0,
-            )
-        marching = MarchingOptions(
-            render_step_size=cfg.render_step_size if cfg.render_step_size is not None else diagonal / 1000,
-            cone_angle=cfg.cone_angle if cfg.cone_angle is not None else (1 / 256 if contract else 0.0),
-            near_plane=cfg.near_plane,
-            far_plane=cfg.far_plane,
-            alpha_threshold=cfg.alpha_threshold,
-            early_stop_eps=cfg.early_stop_eps,
-            max_samples_per_ray=cfg.max_samples_per_ray or None,
-            culling_first_samples=cfg.culling_first_samples,
-        )
-        grid_update = GridUpdateOptions(
-            every_n_steps=cfg.grid_update_every,
-            warmup_steps=cfg.grid_warmup_steps,
-            ema_decay=cfg.grid_ema_decay,
-            occupancy_threshold=cfg.occupancy_threshold,
-        )
-        levels = cfg.grid_levels if cfg.grid_levels is not None else (4 if contract else 1)
-        sampler = OccupancySampler(
-            aabb.flatten(),
-            resolution=cfg.grid_resolution,
-            levels=levels,
-            backend=cfg.sampler_backend,
-            marching=marching,
-            grid_update=grid_update,
-        )
-        sampler.backend_for(device)  # resolved (and a fallback warned about) as the model opens
-        return sampler
 
     def own_sampler(self) -> Sampler:
         return self.sampler
@@ -545,13 +430,7 @@ class AccelNGPModel(AccelModel):
         image = batch["image"].to(self.device)
         target = composite_ground_truth(image, outputs["background"])
         losses = {"rgb_loss": torch.mean((outputs["rgb"] - target) ** 2)}
-        sampler_loss_mults = {
-            "interlevel_loss": self.config.interlevel_loss_mult,
-            "distortion_loss": self.config.distortion_loss_mult,
-        }
-        for name, mult in sampler_loss_mults.items():
-            if name in outputs:
-                losses[name] = mult * outputs[name]
+        losses.update({name: outputs[name] for name in self.sampler.loss_names if name in outputs})
         if self.training:
             self.camera_optimizer.get_loss_dict(losses)
         return losses

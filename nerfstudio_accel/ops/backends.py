@@ -8,7 +8,7 @@ Three choices, each with the same four functions (``device_type`` is ``"cpu"``, 
   (:func:`~nerfstudio_accel.ops.hash_encoding.kernel_variant_runs`, beside the op it guards);
 - the field implementation, ``--pipeline.model.implementation`` (``auto|tcnn|torch``): the MLPs and
   direction encoding on tiny-cuda-nn or PyTorch;
-- the ray-marching backend, ``--pipeline.model.sampler-backend`` (``auto|nerfacc|kernel|torch``): ``kernel``
+- the ray-marching backend, ``--pipeline.model.occupancy.backend`` (``auto|nerfacc|kernel|torch``): ``kernel``
   is the fused marcher, numba on CPU and Triton on CUDA; ``auto`` is ``nerfacc`` on CUDA when its ops load,
   else ``kernel`` where it runs, else ``torch`` (on CUDA with one warning).
 
@@ -240,7 +240,7 @@ def check_sampler_backend(backend: str, device_type: str) -> None:
     reason = sampler_backend_unavailable_reason(backend, device_type)
     if reason:
         raise BackendUnavailable(
-            f"sampler backend '{backend}' cannot run here ({reason}); use --pipeline.model.sampler-backend torch"
+            f"sampler backend '{backend}' cannot run here ({reason}); use --pipeline.model.occupancy.backend torch"
         )
 
 

@@ -10,11 +10,11 @@ from nerfstudio_accel.ops import _torch_impl
 
 
 def packed_exclusive_sum(
-    values: Float[Tensor, " n_samples"], ray_indices: Int[Tensor, " n_samples"], backend: str = "torch"
+    values: Float[Tensor, " n_samples"], ray_indices: Int[Tensor, " n_samples"]
 ) -> Float[Tensor, " n_samples"]:
     """Per-ray exclusive prefix sum of packed, ray-sorted, finite values (differentiable), with no host sync.
 
-    Every backend runs the torch twin, a float64 running sum (:mod:`~nerfstudio_accel.ops.precision`; nerfacc's
+    One implementation for every backend, a float64 running sum (:mod:`~nerfstudio_accel.ops.precision`; nerfacc's
     ``exclusive_sum`` adds in the values' float32).
 
     Example:

@@ -14,12 +14,11 @@ def ray_aabb_intersect(
     origins: Float[Tensor, "n_rays 3"],
     directions: Float[Tensor, "n_rays 3"],
     aabb: Float[Tensor, "6"],
-    backend: str = "torch",
 ) -> Tuple[Float[Tensor, " n_rays"], Float[Tensor, " n_rays"], Bool[Tensor, " n_rays"]]:
     """Slab test of rays against one box ``(xmin, ymin, zmin, xmax, ymax, zmax)``: ``t_enter, t_exit, hit``
     (``t_enter`` may be negative when the origin is inside; a miss keeps its slab distances).
 
-    Every backend runs the torch slab test the marchers' ranges start from
+    One implementation for every backend, the torch slab test the marchers' ranges start from
     (:func:`nerfstudio_accel.kernels.lattice.ray_aabb_intersect`): nerfacc's own op replaces a miss's distances
     with a fill value and divides by zero direction components.
 

@@ -85,11 +85,10 @@ def accumulate_along_rays(
     values: Optional[Float[Tensor, "n_samples channels"]],
     ray_indices: Int[Tensor, " n_samples"],
     n_rays: int,
-    backend: str = "torch",
 ) -> Float[Tensor, "n_rays channels"]:
     """``sum_i w_i v_i`` per ray, ``(n_rays, channels)``; ``values=None`` sums the weights (opacity, one channel).
 
-    Every backend runs the torch twin, one ``index_add`` (nerfacc's ``accumulate_along_rays`` is the same).
+    One implementation for every backend, one ``index_add`` (nerfacc's ``accumulate_along_rays`` is the same).
 
     Example:
         >>> accumulate_along_rays(torch.tensor([0.5, 0.25, 1.0]), None, torch.tensor([0, 0, 2]), n_rays=3).tolist()

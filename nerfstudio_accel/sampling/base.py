@@ -1,7 +1,9 @@
-"""Sampler: the interface every ray sampler implements, in the shape of nerfacc's estimators.
+"""Sampler: the interface every ray sampler implements, in the shape of nerfacc's estimators, and
+:class:`SamplerConfig`, the interface of its options.
 
-A model holds one sampler and never asks which: it calls :meth:`Sampler.sample` for packed samples,
-:meth:`Sampler.update` once per training step, adds :meth:`Sampler.losses` to its own; the viewer shows
+A model holds one sampler and never asks which: its config resolves and builds it
+(:meth:`SamplerConfig.resolve`, :meth:`SamplerConfig.setup`); the model calls :meth:`Sampler.sample` for packed
+samples, :meth:`Sampler.update` once per training step, adds :meth:`Sampler.losses` to its own; the viewer shows
 :meth:`Sampler.figures` and the sampler's own overlay (:attr:`Sampler.overlay_label`, :meth:`Sampler.state_overlay`).
 """
 
@@ -95,10 +97,13 @@ class Sampler(nn.Module, ABC):
     def update(self, step: int, density_fn: DensityFn) -> None:
         """Advance the sampler's state before training step ``step`` (grid updates, annealing)."""
 
+    loss_names: Tuple[str, ...] = ()
+    """The names of the losses :meth:`losses` may return (a model adds those it finds to its loss dict)."""
+
     def losses(self, samples: PackedSamples, weights: Float[Tensor, " n_samples"]) -> Dict[str, Tensor]:
-        """Unweighted losses the sampler trains by, from the main field's compositing ``weights`` of
-        ``samples``, the full set its last training :meth:`sample` returned (what it computed on the way stays
-        with the sampler); none by default."""
+        """The losses the sampler trains by, weighted by its options, from the main field's compositing
+        ``weights`` of ``samples``, the full set its last training :meth:`sample` returned (what it computed on
+        the way stays with the sampler); none by default."""
         return {}
 
     def figures(self) -> Dict[str, float]:
@@ -122,3 +127,32 @@ class Sampler(nn.Module, ABC):
         """The ops' backend for this sampler's samples on ``device``, which the model composites them with
         (:func:`~nerfstudio_accel.rendering.render_packed`); ``torch`` unless the sampler resolved another."""
         return "torch"
+
+
+@dataclass(frozen=True)
+class SamplerScene:
+    """What a sampler is built for: the scene box ``aabb (2, 3)``, whether space beyond it is contracted, every
+    ray's near and far planes, the device it opens on, and the kernels of the fields a sampler may own
+    (resolved names, as the model's field uses)."""
+
+    aabb: Float[Tensor, "2 3"]
+    contract: bool
+    near_plane: float
+    far_plane: float
+    device: torch.device
+    implementation: str
+    hash_backend: str
+
+
+class SamplerConfig(ABC):
+    """A sampler's own options, nested in a model config (``--pipeline.model.<sampler>.*``)."""
+
+    @abstractmethod
+    def resolve(self, device_type: str, contract: bool) -> None:
+        """Fill, in place, the options whose default depends on the device (``cuda``, ``cpu``, ``mps``) or on
+        whether the scene is contracted, and refuse explicit choices that cannot run there (raises
+        :class:`~nerfstudio_accel.errors.AccelError`); they are written into config.yml. Idempotent."""
+
+    @abstractmethod
+    def setup(self, scene: SamplerScene) -> "Sampler":
+        """The sampler these options describe, for ``scene``."""

@@ -10,6 +10,7 @@ composites the samples (:meth:`OccupancySampler.backend_for`): ``nerfacc`` (CUDA
 
 An explicit backend that cannot run on a device is refused before training but falls back to ``auto``'s
 pick, with one warning, when a trained model opens there (:meth:`OccupancySampler.backend_for`).
+:class:`OccupancySamplerConfig` holds the options a model nests as ``--pipeline.model.occupancy.*``.
 """
 
 from __future__ import annotations
@@ -29,12 +30,22 @@ from nerfstudio_accel.ops.backends import (
     ResolvedSamplerBackend,
     SamplerBackend,
     check_backend_name,
+    check_sampler_backend,
+    resolve_sampler_backend,
     runnable_sampler_backend,
 )
 from nerfstudio_accel.ops.marching import traverse_occupancy_grid
 from nerfstudio_accel.ops.packed_scan import first_samples_of_each_ray
 from nerfstudio_accel.ops.volume_rendering import render_visibility_from_density
-from nerfstudio_accel.sampling.base import DensityFn, DensityRecord, Sampler, StateOverlay, ray_bounds
+from nerfstudio_accel.sampling.base import (
+    DensityFn,
+    DensityRecord,
+    Sampler,
+    SamplerConfig,
+    SamplerScene,
+    StateOverlay,
+    ray_bounds,
+)
 from nerfstudio_accel.sampling.front_to_back_culling import densities_front_to_back, rows_in_call_order
 from nerfstudio_accel.sampling.packed import PackedSamples
 from nerfstudio_accel.step_phases import phase
@@ -372,3 +383,86 @@ class OccupancySampler(Sampler):
             **{name: float(count) for name, count in self._last_counts.items()},
             "occupied_fraction": self.occupied_fraction(),
         }
+
+
+@dataclass
+class OccupancySamplerConfig(SamplerConfig):
+    """The occupancy-grid sampler's options (``--pipeline.model.occupancy.*``)."""
+
+    backend: SamplerBackend = "auto"
+    """Ray marching: nerfacc CUDA ops (nerfacc), the fused numba marcher on CPU (kernel), the pure-PyTorch
+    reference (torch); auto: nerfacc on CUDA when it loads, kernel on CPU, torch elsewhere, written into
+    config.yml as the backend chosen (ns-eval elsewhere says in one line when it marches with another)."""
+    resolution: Optional[int] = None
+    """Grid cells per axis (per level); default 128 on CUDA, 64 elsewhere (cheaper updates)."""
+    levels: Optional[int] = None
+    """Grid levels (each twice the extent of the last); default 1 bounded, 4 contracted."""
+    render_step_size: Optional[float] = None
+    """Minimum marching step in world units; default: scene-box diagonal / 1000."""
+    cone_angle: Optional[float] = None
+    """Steps grow as distance * cone_angle; default 0 bounded, 1/256 contracted."""
+    alpha_threshold: float = 1e-2
+    """Skip samples whose opacity is below this."""
+    early_stop_eps: float = 1e-4
+    """Stop marching a ray once its transmittance is below this."""
+    max_samples_per_ray: Optional[int] = None
+    """A ray keeps at most this many samples in occupied cells, front to back (bounds the cost of a young, foggy
+    field); default 1024 bounded, 256 contracted; 0: no cap."""
+    culling_first_samples: int = 0
+    """The culling density pass reads each ray's candidates in rounds of N, N, 2N, 4N, ..., each only for the
+    rays not yet opaque (the same samples are kept, fewer densities are read); 0: every candidate in one pass,
+    the default, as the rounds measured slower on CPU (docs/benchmarks.md)."""
+    update_every: int = 16
+    """Update the grid every this many steps."""
+    warmup_steps: int = 256
+    """Evaluate every cell on updates until this step, then a random quarter plus occupied cells."""
+    ema_decay: float = 0.95
+    threshold: float = 1e-2
+    """A cell is occupied when density * step exceeds min(this, mean occupancy)."""
+
+    def resolve(self, device_type: str, contract: bool) -> None:
+        """The grid's size and the per-ray cap from the device and the scene, and the marching backend for
+        the device (written down: another machine's ``auto`` could march another lattice)."""
+        if self.resolution is None:
+            self.resolution = 128 if device_type == "cuda" else 64
+        if self.max_samples_per_ray is None:
+            self.max_samples_per_ray = 256 if contract else 1024
+        if self.backend == "auto":
+            self.backend = resolve_sampler_backend(self.backend, device_type)
+            logger.info(
+                "accel-ngp: sampler backend %s on %s (--pipeline.model.occupancy.backend)", self.backend, device_type
+            )
+        check_sampler_backend(self.backend, device_type)
+
+    def setup(self, scene: SamplerScene) -> OccupancySampler:
+        """The sampler over ``scene``'s box (enlarged per level for a contracted scene); its backend resolved
+        for the scene's device (a fallback warned about) as the model opens."""
+        assert self.resolution is not None, "resolve() first"
+        aabb = scene.aabb.float()
+        diagonal = float(torch.linalg.norm(aabb[1] - aabb[0]))
+        marching = MarchingOptions(
+            render_step_size=self.render_step_size if self.render_step_size is not None else diagonal / 1000,
+            cone_angle=self.cone_angle if self.cone_angle is not None else (1 / 256 if scene.contract else 0.0),
+            near_plane=scene.near_plane,
+            far_plane=scene.far_plane,
+            alpha_threshold=self.alpha_threshold,
+            early_stop_eps=self.early_stop_eps,
+            max_samples_per_ray=self.max_samples_per_ray or None,
+            culling_first_samples=self.culling_first_samples,
+        )
+        grid_update = GridUpdateOptions(
+            every_n_steps=self.update_every,
+            warmup_steps=self.warmup_steps,
+            ema_decay=self.ema_decay,
+            occupancy_threshold=self.threshold,
+        )
+        sampler = OccupancySampler(
+            aabb.flatten(),
+            resolution=self.resolution,
+            levels=self.levels if self.levels is not None else (4 if scene.contract else 1),
+            backend=self.backend,
+            marching=marching,
+            grid_update=grid_update,
+        )
+        sampler.backend_for(scene.device)
+        return sampler

@@ -11,6 +11,7 @@ round's weights to bound the main field's. Every op is pure PyTorch (:mod:`.prop
 It implements :class:`~nerfstudio_accel.sampling.base.Sampler`: :meth:`sample`, :meth:`update` (the
 annealing schedule) and :meth:`losses` (interlevel, and optionally distortion, from the rounds of the last
 training sampling, which the sampler keeps as nerfacc's ``PropNetEstimator`` keeps its ``prop_cache``).
+:class:`ProposalSamplerConfig` holds the options a model nests as ``--pipeline.model.proposal.*``.
 """
 
 from __future__ import annotations
@@ -22,9 +23,11 @@ import torch
 from jaxtyping import Float
 from torch import Tensor, nn
 
+from nerfstudio_accel.errors import ConfigError
+from nerfstudio_accel.fields.proposal_field import ProposalDensityField
 from nerfstudio_accel.ops.ray_aabb import ray_aabb_intersect
 from nerfstudio_accel.sampling import proposal_ops
-from nerfstudio_accel.sampling.base import DensityFn, Sampler, ray_bounds
+from nerfstudio_accel.sampling.base import DensityFn, Sampler, SamplerConfig, SamplerScene, ray_bounds
 from nerfstudio_accel.sampling.packed import PackedSamples
 from nerfstudio_accel.sampling.proposal_ops import Spacing
 from nerfstudio_accel.step_phases import phase
@@ -61,7 +64,8 @@ class ProposalSampler(Sampler):
         anneal_steps: training steps over which resampling goes from uniform to the proposal's weights.
         aabb: ``(6,)`` box a bounded scene's rays are clipped to (their entry and exit); None: unbounded.
         near_plane, far_plane: distances every ray is clipped to.
-        distortion: also return mip-NeRF 360's distortion loss on the main field's weights.
+        interlevel_loss_mult: weight of the interlevel loss :meth:`losses` returns.
+        distortion_loss_mult: weight of mip-NeRF 360's distortion loss on the main field's weights; 0: not computed.
     """
 
     def __init__(
@@ -74,7 +78,8 @@ class ProposalSampler(Sampler):
         aabb: Optional[Float[Tensor, "6"]] = None,
         near_plane: float = 0.05,
         far_plane: float = 1e3,
-        distortion: bool = False,
+        interlevel_loss_mult: float = 1.0,
+        distortion_loss_mult: float = 0.0,
     ) -> None:
         super().__init__()
         if len(fields) != len(proposal_samples) or not fields:
@@ -92,7 +97,7 @@ class ProposalSampler(Sampler):
             "aabb", None if aabb is None else aabb.detach().clone().float().reshape(6), persistent=False
         )
         self.near_plane, self.far_plane = near_plane, far_plane
-        self.distortion = distortion
+        self.interlevel_loss_mult, self.distortion_loss_mult = interlevel_loss_mult, distortion_loss_mult
         self.anneal = 1.0
         """Current exponent on proposal weights (:meth:`update` sets it; 1 outside training)."""
         self._last_rounds: Optional[Tuple[Tensor, ProposalRounds]] = None
@@ -100,6 +105,7 @@ class ProposalSampler(Sampler):
         graph), until :meth:`losses` reads them."""
 
     overlay_label = "Show proposal samples (centre ray)"
+    loss_names = ("interlevel_loss", "distortion_loss")
 
     def update(self, step: int, density_fn: Optional[DensityFn] = None) -> None:
         """Advance the annealing schedule to ``step`` (the main field's density is not needed)."""
@@ -166,17 +172,19 @@ class ProposalSampler(Sampler):
         return proposal_ops.spacing_to_distance(rounds.final_edges, near, far, self.spacing), rounds
 
     def losses(self, samples: PackedSamples, weights: Float[Tensor, " n_samples"]) -> Dict[str, Tensor]:
-        """``interlevel_loss`` (and ``distortion_loss`` when asked for) of the full set of samples the last training
-        :meth:`sample` returned (the same intervals, on any rays), whose rounds it then lets go; none for other
-        samples (a subset) or no rays."""
+        """``interlevel_loss`` (and ``distortion_loss`` when its weight is not 0), weighted, of the full set of
+        samples the last training :meth:`sample` returned (the same intervals, on any rays), whose rounds it then
+        lets go; none for other samples (a subset) or no rays."""
         last, self._last_rounds = self._last_rounds, None
         if last is None or last[0] is not samples.t_starts or samples.n_rays == 0:
             return {}
         rounds = last[1]
         per_ray = weights.reshape(samples.n_rays, -1)
-        losses = {"interlevel_loss": self.interlevel_loss(rounds, per_ray)}
-        if self.distortion:
-            losses["distortion_loss"] = proposal_ops.distortion_loss(rounds.final_edges, per_ray)
+        losses = {"interlevel_loss": self.interlevel_loss_mult * self.interlevel_loss(rounds, per_ray)}
+        if self.distortion_loss_mult > 0:
+            losses["distortion_loss"] = self.distortion_loss_mult * proposal_ops.distortion_loss(
+                rounds.final_edges, per_ray
+            )
         return losses
 
     @staticmethod
@@ -189,4 +197,69 @@ class ProposalSampler(Sampler):
                 for edges, round_weights in zip(rounds.edges, rounds.weights)
             ),
             torch.zeros((), device=weights.device),
+        )
+
+
+@dataclass
+class ProposalSamplerConfig(SamplerConfig):
+    """The proposal sampler's options (``--pipeline.model.proposal.*``)."""
+
+    num_samples: Optional[int] = None
+    """Samples per ray for the main field; default 48 on CUDA (nerfacc's choice), 32 elsewhere (more rays per
+    CPU second; docs/captured_scenes.md)."""
+    samples_per_round: Optional[Tuple[int, ...]] = None
+    """Samples per ray in each proposal round (one proposal field per round); default 256 96 on CUDA, 128 64
+    elsewhere."""
+    max_res: Tuple[int, ...] = (128, 256)
+    """Finest hash-grid resolution of each proposal field."""
+    log2_hashmap_size: int = 17
+    anneal_steps: int = 1000
+    """Steps over which resampling moves from uniform to the proposal weights."""
+    interlevel_loss_mult: float = 1.0
+    """Weight of the interlevel loss that trains the proposal fields."""
+    distortion_loss_mult: float = 0.0
+    """Weight of mip-NeRF 360's distortion loss on the main field's weights, against floaters (nerfacto uses
+    0.002); 0: off, the default, as it did not help on fruit at 300 s (docs/captured_scenes.md)."""
+
+    def resolve(self, device_type: str, contract: bool) -> None:
+        """Sample counts for the device; one resolution per round, or a one-line error."""
+        on_cuda = device_type == "cuda"
+        if self.num_samples is None:
+            self.num_samples = 48 if on_cuda else 32
+        if self.samples_per_round is None:  # one count per proposal field
+            counts = (256, 96) if on_cuda else (128, 64)
+            self.samples_per_round = tuple(counts[min(i, 1)] for i in range(len(self.max_res)))
+        if len(self.samples_per_round) != len(self.max_res):
+            raise ConfigError(
+                f"--pipeline.model.proposal.samples-per-round names {len(self.samples_per_round)} rounds but "
+                f"--pipeline.model.proposal.max-res {len(self.max_res)}; give one resolution per round"
+            )
+
+    def setup(self, scene: SamplerScene) -> ProposalSampler:
+        """One proposal field per round over ``scene``'s box, on the scene's kernels; a bounded scene's rays are
+        clipped to the box."""
+        assert self.num_samples is not None and self.samples_per_round is not None, "resolve() first"
+        aabb = scene.aabb.float()
+        fields = [
+            ProposalDensityField(
+                aabb,
+                scene.contract,
+                max_res=res,
+                log2_hashmap_size=self.log2_hashmap_size,
+                implementation=scene.implementation,
+                hash_backend=scene.hash_backend,
+            )
+            for res in self.max_res
+        ]
+        return ProposalSampler(
+            fields,
+            self.samples_per_round,
+            self.num_samples,
+            spacing="lindisp" if scene.contract else "linear",
+            anneal_steps=self.anneal_steps,
+            aabb=None if scene.contract else aabb.flatten(),
+            near_plane=scene.near_plane,
+            far_plane=scene.far_plane,
+            interlevel_loss_mult=self.interlevel_loss_mult,
+            distortion_loss_mult=self.distortion_loss_mult,
         )

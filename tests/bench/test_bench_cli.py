@@ -16,7 +16,7 @@ from PIL import Image
 from nerfstudio_accel.bench import cli
 from nerfstudio_accel.bench.cli import main, parse_arguments
 
-NERFACC_ON_CPU = "accel-ngp:--pipeline.model.sampler-backend=nerfacc"
+NERFACC_ON_CPU = "accel-ngp:--pipeline.model.occupancy.backend=nerfacc"
 
 
 def bench_error(capsys, argv: List[str]) -> Tuple[int, str]:

@@ -54,7 +54,7 @@ def test_saved_accel_ngp_config_holds_every_device_choice(
     and names in config.yml, chosen from --machine.device-type (tiny-cuda-nn is not installed here: torch)."""
     loaded = saved_config(accel_ngp.config, device_type, tmp_path, tiny_scene)
     model = loaded.pipeline.model
-    assert (model.log2_hashmap_size, model.grid_resolution, model.implementation) == (table, grid, "torch")
+    assert (model.log2_hashmap_size, model.occupancy.resolution, model.implementation) == (table, grid, "torch")
     assert model.hash_backend == hash_backend if hash_backend else model.hash_backend in ("tcnn", "kernel", "torch")
     assert (loaded.pipeline.target_num_samples, loaded.pipeline.max_num_rays_per_batch) == (samples, rays)
     assert loaded.precision == precision

@@ -5,6 +5,7 @@ per-rank function ``train_loop(local_rank, world_size, config, global_rank)``, a
 from __future__ import annotations
 
 import copy
+import operator
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
@@ -106,8 +107,8 @@ def distributed_config(scene: Path, out: Path, steps: int, min_hard_fraction: fl
     config.pipeline.min_hard_fraction = min_hard_fraction
     model = config.pipeline.model
     model.background, model.stratified_sampling = "white", False
-    model.grid_resolution, model.log2_hashmap_size = 32, 14
-    model.grid_update_every, model.grid_warmup_steps = 2, 4
+    model.occupancy.resolution, model.log2_hashmap_size = 32, 14
+    model.occupancy.update_every, model.occupancy.warmup_steps = 2, 4
     return config
 
 
@@ -149,8 +150,8 @@ def test_one_step_gradient_equals_the_gradient_over_both_ranks_batches(tiny_scen
         device="cpu",
         pipeline={"min_hard_fraction": 1.0, "hard_mining": hard_mining},
         model={
-            name: getattr(config.pipeline.model, name)
-            for name in ("background", "stratified_sampling", "grid_resolution", "log2_hashmap_size")
+            name: operator.attrgetter(name)(config.pipeline.model)
+            for name in ("background", "stratified_sampling", "occupancy.resolution", "log2_hashmap_size")
         },
     )
     reference.pipeline.load_state_dict(rank0["start_states"][0])  # rank 0's weights and grid, as both ranks had them

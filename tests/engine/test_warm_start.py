@@ -24,7 +24,7 @@ def train_run(scene: Path, output_dir: Path, steps: int = 3, **overrides) -> Pat
     """An accel-ngp run folder as ns-train leaves it (config.yml, a checkpoint of its last step), trained
     ``steps`` steps with a grid warm-up of one step (so its sampler is warmed up); its absolute path."""
     torch.manual_seed(0)
-    overrides["model"] = {"grid_warmup_steps": 1, **overrides.get("model", {})}
+    overrides["model"] = {"occupancy.warmup_steps": 1, **overrides.get("model", {})}
     trainer = make_trainer(scene, output_dir, **overrides)
     run_steps(trainer, 0, steps)
     trainer.config.save_config()
@@ -80,9 +80,9 @@ def test_the_source_run_records_its_scene_in_config_yml(tiny_scene, source_run):
 def test_a_grid_of_another_resolution_is_not_carried(tiny_scene, tmp_path, capsys):
     """A 32^3 grid into a 64^3 run: none of its buffers load (nerfacc's resolution, the warm-up flag), so
     the grid, fresh and consistent, is rebuilt from the warm field; the field loads."""
-    source = train_run(tiny_scene, tmp_path / "source", model={"grid_resolution": 32})
+    source = train_run(tiny_scene, tmp_path / "source", model={"occupancy.resolution": 32})
     capsys.readouterr()
-    trainer = make_trainer(tiny_scene, tmp_path / "run", model={"grid_resolution": 64, "init_from": source})
+    trainer = make_trainer(tiny_scene, tmp_path / "run", model={"occupancy.resolution": 64, "init_from": source})
     sampler = trainer.pipeline.model.sampler
     assert sampler.grid.resolution.tolist() == [64, 64, 64]
     assert sampler.grid.binaries.shape == (1, 64, 64, 64) and sampler.grid.occs.shape == (64**3,)

@@ -77,7 +77,7 @@ def test_auto_choices_follow_the_data(bounded, sampler, appearance, poses, caplo
 
 def test_mismatched_proposal_rounds_are_refused_in_one_line():
     config = copy.deepcopy(accel_ngp.config.pipeline.model)
-    config.proposal_samples = (128, 64, 32)
+    config.proposal.samples_per_round = (128, 64, 32)
     with pytest.raises(ConfigError, match="one resolution per round"):
         config.resolve("cpu", SceneFacts(bounded=False, images_have_alpha=None))
 
@@ -87,7 +87,9 @@ def test_samples_per_ray_are_bounded_on_an_unbounded_scene(unbounded_scene, tmp_
     """A fresh (foggy) field on an unbounded scene: the proposal sampler gives every ray exactly
     num_samples; the occupancy path keeps at most max_samples_per_ray, a cap that binds (uncapped
     marching yields more) — in training and in evaluation alike."""
-    trainer = make_trainer(unbounded_scene, tmp_path, sampler=sampler, max_samples_per_ray=64, num_samples=24)
+    trainer = make_trainer(
+        unbounded_scene, tmp_path, sampler=sampler, **{"occupancy.max_samples_per_ray": 64, "proposal.num_samples": 24}
+    )
     model, pipeline = trainer.pipeline.model, trainer.pipeline
     ray_bundle, _ = pipeline.datamanager.next_train(0)
     model.train()

@@ -71,7 +71,7 @@ def test_kernel_backend_learns_what_the_torch_reference_learns_in_the_same_steps
         np.random.seed(0)
         torch.manual_seed(0)
         trainer = make_trainer(
-            parity_scene, tmp_path / backend, model={"hash_backend": backend, "render_step_size": 0.02}
+            parity_scene, tmp_path / backend, model={"hash_backend": backend, "occupancy.render_step_size": 0.02}
         )
         run_steps(trainer, 0, PARITY_STEPS)
         psnr[backend] = evaluate_views(trainer.pipeline)["psnr"]

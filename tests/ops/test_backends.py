@@ -87,18 +87,20 @@ def small_accel_ngp_config():
     from nerfstudio_accel.methods import accel_ngp
 
     config = copy.deepcopy(accel_ngp.config.pipeline.model)
-    config.log2_hashmap_size, config.num_levels, config.max_res, config.grid_resolution = 10, 4, 64, 16
+    config.log2_hashmap_size, config.num_levels, config.max_res, config.occupancy.resolution = 10, 4, 64, 16
     return config
 
 
-@pytest.mark.parametrize("bounded", [True, False], ids=["occupancy", "proposal"])
-def test_a_resolved_config_names_a_concrete_sampler_backend(bounded):
+def test_a_resolved_config_names_a_concrete_sampler_backend():
     """config.yml holds the marcher training used, not ``auto`` (which another machine would resolve to another
-    lattice): the fused marcher on this CPU, whichever sampler the scene picks."""
+    lattice): the fused marcher on this CPU. Only the chosen sampler's options are resolved."""
     config = small_accel_ngp_config()
-    assert config.sampler_backend == "auto"
-    config.resolve("cpu", SceneFacts(bounded=bounded, images_have_alpha=None))
-    assert config.sampler_backend == "kernel"
+    assert config.occupancy.backend == "auto"
+    config.resolve("cpu", SceneFacts(bounded=True, images_have_alpha=None))
+    assert config.occupancy.backend == "kernel" and config.proposal.num_samples is None
+    captured = small_accel_ngp_config()
+    captured.resolve("cpu", SceneFacts(bounded=False, images_have_alpha=None))
+    assert captured.proposal.num_samples == 32 and captured.occupancy.backend == "auto"
 
 
 def test_a_model_trained_with_a_backend_that_cannot_run_here_opens_with_one_line(monkeypatch, caplog):
@@ -111,7 +113,7 @@ def test_a_model_trained_with_a_backend_that_cannot_run_here_opens_with_one_line
     with monkeypatch.context() as cuda_machine:
         cuda_machine.setattr(backends, "nerfacc_ops_unavailable_reason", lambda: "")
         config.resolve("cuda", SceneFacts(bounded=True, images_have_alpha=True))
-    assert config.sampler_backend == "nerfacc"
+    assert config.occupancy.backend == "nerfacc"
     with caplog.at_level(logging.WARNING):
         model = config.setup(
             scene_box=SceneBox(aabb=torch.tensor([[-1.0] * 3, [1.0] * 3])), num_train_data=1, metadata={}, device="cpu"

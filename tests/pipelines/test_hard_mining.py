@@ -438,7 +438,7 @@ def test_hard_mining_learns_as_much_per_step_as_ordinary_training(learning_scene
             learning_scene,
             tmp_path / str(hard_mining),
             pipeline={"hard_mining": hard_mining},
-            model={"render_step_size": 0.02},
+            model={"occupancy.render_step_size": 0.02},
         )
         results[hard_mining] = train_steps(trainer, LEARNING_STEPS)
     (mined_psnr, mined_fraction), (ordinary_psnr, _) = results[True], results[False]

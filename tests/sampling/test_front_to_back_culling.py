@@ -7,7 +7,7 @@ from typing import List, Optional
 import pytest
 import torch
 
-from accel_test_helpers import make_trainer, run_steps
+from accel_test_helpers import full_grid_sampler, make_trainer, run_steps
 from nerfstudio_accel.ops import precision
 from nerfstudio_accel.ops.volume_rendering import render_visibility_from_density
 from nerfstudio_accel.sampling.base import DensityRecord
@@ -116,16 +116,7 @@ def test_the_sampler_keeps_the_same_samples_and_rows_with_front_to_back_culling(
     origins, directions, *_ = packed_candidates(300, seed=11)
     results = {}
     for first_samples in (0, 16):
-        sampler = OccupancySampler(
-            AABB,
-            resolution=16,
-            backend="torch",
-            marching=MarchingOptions(render_step_size=0.02, culling_first_samples=first_samples),
-        )
-        sampler.grid.binaries.fill_(True)
-        sampler.grid.occs.fill_(1.0)
-        sampler.warmed_up.fill_(True)
-        sampler.train()
+        sampler = full_grid_sampler(AABB, render_step_size=0.02, culling_first_samples=first_samples)
         density = RecordingDensity()
         samples = sampler.sample(origins, directions, density_fn=density)
         positions = (
@@ -144,7 +135,7 @@ def test_the_sampler_keeps_the_same_samples_and_rows_with_front_to_back_culling(
 def test_accel_ngp_samples_and_renders_the_same_with_front_to_back_culling(tiny_scene, tmp_path):
     """The flag reaches the sampler; on one trained model a training batch's samples and raw outputs, and an
     evaluation render, are the same with it on and off."""
-    trainer = make_trainer(tiny_scene, tmp_path, model={"culling_first_samples": 8})
+    trainer = make_trainer(tiny_scene, tmp_path, model={"occupancy.culling_first_samples": 8})
     model, sampler = trainer.pipeline.model, trainer.pipeline.model.own_sampler()
     assert sampler.marching.culling_first_samples == 8
     run_steps(trainer, 0, 20)

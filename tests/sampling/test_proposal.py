@@ -6,8 +6,10 @@ import numpy as np
 import pytest
 import torch
 
+from nerfstudio_accel.errors import ConfigError
 from nerfstudio_accel.sampling import proposal_ops
-from nerfstudio_accel.sampling.proposal import ProposalSampler, annealing_exponent
+from nerfstudio_accel.sampling.base import SamplerScene
+from nerfstudio_accel.sampling.proposal import ProposalSampler, ProposalSamplerConfig, annealing_exponent
 
 
 def random_edges(n_rays: int, k: int, generator: torch.Generator) -> torch.Tensor:
@@ -220,3 +222,53 @@ def test_annealing_rises_from_zero_to_one():
     values = [annealing_exponent(step, 1000) for step in (0, 100, 500, 1000, 5000)]
     assert values[0] == 0.0 and values[-2] == pytest.approx(1.0) and values[-1] == pytest.approx(1.0)
     assert values == sorted(values) and values[1] > 0.5  # steep at first
+
+
+def test_losses_carry_the_weights_the_sampler_was_built_with():
+    """The sampler weights its own losses; a distortion weight of 0 computes none."""
+    fields = [ShellDensity(inside=2.0), ShellDensity(inside=2.0)]
+    origins, directions = torch.zeros(10, 3), torch.nn.functional.normalize(torch.randn(10, 3), dim=-1)
+    weights = torch.full((10 * 8,), 0.1)
+    losses = []
+    for interlevel, distortion in ((1.0, 0.0), (3.0, 0.5), (6.0, 1.0)):
+        sampler = ProposalSampler(
+            fields,
+            proposal_samples=(32, 16),
+            num_samples=8,
+            spacing="linear",
+            far_plane=4.0,
+            interlevel_loss_mult=interlevel,
+            distortion_loss_mult=distortion,
+        )
+        sampler.train()
+        losses.append(sampler.losses(sampler.sample(origins, directions, stratified=False), weights))
+    assert set(losses[0]) == {"interlevel_loss"} and set(losses[1]) == {"interlevel_loss", "distortion_loss"}
+    assert float(losses[0]["interlevel_loss"]) > 0
+    assert float(losses[1]["interlevel_loss"]) == pytest.approx(3.0 * float(losses[0]["interlevel_loss"]))
+    assert float(losses[2]["interlevel_loss"]) == pytest.approx(2.0 * float(losses[1]["interlevel_loss"]))
+    assert float(losses[2]["distortion_loss"]) == pytest.approx(2.0 * float(losses[1]["distortion_loss"]))
+
+
+AABB_CORNERS = torch.tensor([[-1.0, -1.0, -1.0], [1.0, 1.0, 1.0]])
+
+
+def sampler_scene(contract: bool) -> SamplerScene:
+    return SamplerScene(AABB_CORNERS, contract, 0.05, 100.0, torch.device("cpu"), "torch", "torch")
+
+
+@pytest.mark.parametrize("contract", [False, True])
+def test_proposal_defaults_and_the_sampler_they_build(contract):
+    config = ProposalSamplerConfig(max_res=(32, 64, 64), distortion_loss_mult=0.01)
+    config.resolve("cpu", contract)
+    assert (config.num_samples, config.samples_per_round) == (32, (128, 64, 64))
+    sampler = config.setup(sampler_scene(contract))
+    assert isinstance(sampler, ProposalSampler)
+    assert len(sampler.fields) == 3 and sampler.proposal_samples == (128, 64, 64) and sampler.num_samples == 32
+    assert (sampler.aabb is None) == contract and sampler.spacing == ("lindisp" if contract else "linear")
+    assert (sampler.interlevel_loss_mult, sampler.distortion_loss_mult) == (1.0, 0.01)
+
+
+def test_proposal_rounds_without_a_resolution_each_are_refused_with_the_flags_to_fix():
+    config = ProposalSamplerConfig(samples_per_round=(64, 32, 16))
+    with pytest.raises(ConfigError, match="--pipeline.model.proposal.samples-per-round names 3 rounds but "):
+        config.resolve("cpu", contract=True)

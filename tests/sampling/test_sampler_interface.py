@@ -5,9 +5,10 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from accel_test_helpers import full_grid_sampler
 from nerfstudio_accel.ops.ray_aabb import ray_aabb_intersect
 from nerfstudio_accel.sampling.base import DensityRecord, Sampler
-from nerfstudio_accel.sampling.occupancy import MarchingOptions, OccupancySampler
+from nerfstudio_accel.sampling.occupancy import OccupancySampler
 from nerfstudio_accel.sampling.packed import PackedSamples
 from nerfstudio_accel.sampling.proposal import ProposalSampler
 
@@ -30,13 +31,7 @@ class ShellDensity(nn.Module):
 
 
 def occupancy_sampler() -> OccupancySampler:
-    sampler = OccupancySampler(
-        AABB, resolution=16, backend="torch", marching=MarchingOptions(render_step_size=0.01, near_plane=0.0)
-    )
-    sampler.grid.binaries.fill_(True)
-    sampler.grid.occs.fill_(0.5)
-    sampler.warmed_up.fill_(True)
-    return sampler
+    return full_grid_sampler(AABB, occupancy=0.5, render_step_size=0.01, near_plane=0.0)
 
 
 def test_both_samplers_return_packed_samples_of_the_rays_given():
@@ -99,7 +94,7 @@ def test_proposal_losses_need_the_rounds_and_clip_to_the_box():
         num_samples=8,
         spacing="linear",
         aabb=AABB,
-        distortion=True,
+        distortion_loss_mult=0.5,
     )
     samples = sampler.sample(origins, directions, None, None, blob, stratified=True)
     weights = torch.rand(samples.n_samples)

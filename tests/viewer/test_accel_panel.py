@@ -274,7 +274,7 @@ def test_proposal_overlay_draws_the_main_samples_of_the_view_centre_ray(tmp_path
     panel.draw_sampling()
     assert accel_panel.CENTRE_RAY_NODE in panel.nodes
     points = scene_overlays.centre_ray_samples(trainer.pipeline.model, origin, direction)
-    assert points.shape == (trainer.pipeline.model.config.num_samples, 3)
+    assert points.shape == (trainer.pipeline.model.config.proposal.num_samples, 3)
     along = (points - origin) @ direction
     assert (along > 0).all() and torch.allclose(origin + along[:, None] * direction, points, atol=1e-4)
     assert trainer.pipeline.model.training  # the overlay leaves the training mode as it was

@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 import torch
 
+from accel_test_helpers import full_grid_sampler
 from nerfstudio_accel.fields.density_pass_record import DensityPassRecord
 from nerfstudio_accel.sampling import occupancy
-from nerfstudio_accel.sampling.occupancy import MarchingOptions, OccupancySampler
 
 AABB = torch.tensor([-1.0, -1.0, -1.0, 1.0, 1.0, 1.0])
 
@@ -50,16 +50,7 @@ def test_the_record_holds_only_rows_that_can_survive(first_samples, chunk, warme
     culled by opacity), and the kept samples' rows still name their own encodings and density heads."""
     if chunk is not None:
         monkeypatch.setitem(occupancy.DENSITY_CHUNK, "cpu", chunk)
-    sampler = OccupancySampler(
-        AABB,
-        resolution=16,
-        backend="torch",
-        marching=MarchingOptions(render_step_size=0.02, culling_first_samples=first_samples),
-    )
-    sampler.grid.binaries.fill_(True)
-    sampler.grid.occs.fill_(1.0)
-    sampler.warmed_up.fill_(warmed_up)
-    sampler.train()
+    sampler = full_grid_sampler(AABB, warmed_up, render_step_size=0.02, culling_first_samples=first_samples)
     field = BallField()
     record = DensityPassRecord(field, keep_heads=True)
     origins, directions = rays()

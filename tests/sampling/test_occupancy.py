@@ -15,7 +15,13 @@ from nerfstudio_accel.ops._torch_impl import grid_cell_of_points
 from nerfstudio_accel.ops.backends import check_sampler_backend, resolve_sampler_backend
 from nerfstudio_accel.ops.marching import traverse_occupancy_grid
 from nerfstudio_accel.ops.volume_rendering import render_weight_from_density
-from nerfstudio_accel.sampling.occupancy import MarchingOptions, OccupancySampler, evaluate_in_chunks
+from nerfstudio_accel.sampling.base import SamplerScene
+from nerfstudio_accel.sampling.occupancy import (
+    MarchingOptions,
+    OccupancySampler,
+    OccupancySamplerConfig,
+    evaluate_in_chunks,
+)
 
 AABB = torch.tensor([-1.0, -1.0, -1.0, 1.0, 1.0, 1.0])
 CPU = torch.device("cpu")
@@ -86,9 +92,9 @@ def test_unknown_backend_is_rejected_with_the_choices():
 
 def test_nerfacc_backend_is_refused_for_training_on_cpu_with_the_fix():
     """Training with nerfacc on CPU is refused with the command-line fix in the message."""
-    with pytest.raises(ValueError, match="--pipeline.model.sampler-backend torch"):
+    with pytest.raises(ValueError, match="--pipeline.model.occupancy.backend torch"):
         check_sampler_backend("nerfacc", "cpu")
-    with pytest.raises(ValueError, match="--pipeline.model.sampler-backend torch"):
+    with pytest.raises(ValueError, match="--pipeline.model.occupancy.backend torch"):
         resolve_sampler_backend("nerfacc", "cpu")
 
 
@@ -117,7 +123,7 @@ def test_auto_backend_resolves_to_the_fused_marcher_on_cpu():
     assert OccupancySampler(AABB, resolution=8, backend="auto").backend_for(CPU) == "kernel"
     assert resolve_sampler_backend("torch", "cpu") == "torch"
     assert resolve_sampler_backend("auto", "mps") == "torch"
-    with pytest.raises(ValueError, match="no fused marcher for mps.*--pipeline.model.sampler-backend torch"):
+    with pytest.raises(ValueError, match="no fused marcher for mps.*--pipeline.model.occupancy.backend torch"):
         resolve_sampler_backend("kernel", "mps")
 
 
@@ -415,3 +421,55 @@ def test_the_state_overlay_is_exactly_the_occupied_cells_of_the_finest_level():
     before = sampler.state_version()
     sampler.update(0, lambda points: torch.ones(points.shape[0], 1))
     assert sampler.state_version() == before + 1
+
+
+AABB_CORNERS = torch.tensor([[-1.0, -1.0, -1.0], [1.0, 1.0, 1.0]])
+
+
+def sampler_scene(contract: bool) -> SamplerScene:
+    return SamplerScene(AABB_CORNERS, contract, 0.05, 100.0, torch.device("cpu"), "torch", "torch")
+
+
+@pytest.mark.parametrize("contract, cap, levels, cone", [(False, 1024, 1, 0.0), (True, 256, 4, 1 / 256)])
+def test_occupancy_defaults_follow_the_device_and_the_scene(contract, cap, levels, cone):
+    config = OccupancySamplerConfig(backend="torch")
+    config.resolve("cpu", contract)
+    assert (config.resolution, config.max_samples_per_ray, config.backend) == (64, cap, "torch")
+    sampler = config.setup(sampler_scene(contract))
+    assert isinstance(sampler, OccupancySampler)
+    assert sampler.grid.resolution.tolist() == [64, 64, 64] and sampler.grid.levels == levels
+    assert sampler.marching.cone_angle == cone and sampler.marching.max_samples_per_ray == cap
+    assert sampler.marching.render_step_size == pytest.approx(
+        float(torch.linalg.norm(AABB_CORNERS[1] - AABB_CORNERS[0])) / 1000
+    )
+    assert (sampler.marching.near_plane, sampler.marching.far_plane) == (0.05, 100.0)
+
+
+def test_occupancy_explicit_options_reach_the_sampler():
+    config = OccupancySamplerConfig(
+        backend="torch",
+        resolution=16,
+        levels=2,
+        render_step_size=0.02,
+        cone_angle=0.01,
+        max_samples_per_ray=0,
+        update_every=4,
+        warmup_steps=8,
+        ema_decay=0.5,
+        threshold=0.2,
+    )
+    config.resolve("cpu", contract=False)
+    sampler = config.setup(sampler_scene(False))
+    assert sampler.grid.resolution.tolist() == [16, 16, 16] and sampler.grid.levels == 2
+    assert (sampler.marching.render_step_size, sampler.marching.cone_angle) == (0.02, 0.01)
+    assert sampler.marching.max_samples_per_ray is None, "0: no cap"
+    update = sampler.grid_update
+    assert (update.every_n_steps, update.warmup_steps, update.ema_decay, update.occupancy_threshold) == (4, 8, 0.5, 0.2)
+
+
+def test_occupancy_resolve_picks_a_backend_that_runs_and_refuses_one_that_cannot():
+    config = OccupancySamplerConfig()
+    config.resolve("cpu", contract=False)
+    assert config.backend in ("kernel", "torch")
+    with pytest.raises(ValueError, match="--pipeline.model.occupancy.backend torch"):
+        OccupancySamplerConfig(backend="nerfacc").resolve("cpu", contract=False)
