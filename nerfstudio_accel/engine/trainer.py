@@ -127,6 +127,11 @@ class AccelTrainerConfig(TrainerConfig):
         if not isinstance(self.pipeline, AccelPipelineConfig):
             raise ConfigError(f"AccelTrainer trains accel pipelines only, not {type(self.pipeline).__name__}")
         device_type = self.machine.device_type
+        if self.pipeline.spatial_blocks > 1 and self.machine.num_devices * self.machine.num_machines > 1:
+            raise ConfigError(
+                f"--pipeline.spatial-blocks {self.pipeline.spatial_blocks} with {self.machine.num_devices} devices: "
+                f"one block per rank is not built yet; train the blocks in one process (--machine.num-devices 1)"
+            )
         self.precision = resolve_precision(self.precision, device_type)
         self.pipeline.resolve(device_type, eval_split)
         self.mixed_precision = self.precision != "fp32"

@@ -144,9 +144,11 @@ class HashGridField(nn.Module):
         geo_features: Float[Tensor, "n geo"],
         directions: Float[Tensor, "n 3"],
         camera_indices: Optional[Int[Tensor, " n"]] = None,
+        positions: Optional[Float[Tensor, "n 3"]] = None,
     ) -> Float[Tensor, "n 3"]:
         """Pre-activation colour from geometry features, unit view ``directions`` and, with appearance
-        embeddings, the training image each sample was seen from (empty in, empty out)."""
+        embeddings, the training image each sample was seen from (empty in, empty out). ``positions``, where the
+        samples are, is not needed by one field (a split scene's picks each sample's field by it)."""
         if directions.shape[0] == 0:
             return directions.new_zeros(0, 3)
         # tiny-cuda-nn's spherical harmonics take directions mapped to [0, 1]^3, nerfstudio's torch ones unit vectors

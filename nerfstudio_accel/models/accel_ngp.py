@@ -7,8 +7,9 @@ its scoring forward reuses the culling pass's density head, so scoring costs onl
 from __future__ import annotations
 
 import logging
+import math
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Literal, Optional, Tuple, Type
+from typing import Any, Dict, List, Literal, Optional, Tuple, Type, Union
 
 import torch
 from jaxtyping import Float, Int
@@ -20,6 +21,7 @@ from torch import Tensor
 from torch.nn import Parameter
 
 from nerfstudio_accel.data.scene_checks import SceneFacts
+from nerfstudio_accel.errors import ConfigError
 from nerfstudio_accel.fields.coarse_to_fine import level_weights
 from nerfstudio_accel.fields.density_normals import rendered_normals
 from nerfstudio_accel.fields.density_pass_record import DensityPassRecord
@@ -47,10 +49,15 @@ from nerfstudio_accel.sampling.base import Sampler, SamplerConfig, SamplerScene
 from nerfstudio_accel.sampling.occupancy import OccupancySamplerConfig
 from nerfstudio_accel.sampling.packed import PackedSamples
 from nerfstudio_accel.sampling.proposal import ProposalSamplerConfig
+from nerfstudio_accel.spatial.block_field import BlockFields
+from nerfstudio_accel.spatial.cells import MAX_BLOCKS, kd_cells
 from nerfstudio_accel.step_phases import phase
 from nerfstudio_accel.viewer.finished_run import FinishedRunViewer
 
 logger = logging.getLogger(__name__)
+
+RadianceField = Union[HashGridField, BlockFields]
+"""One field over the scene box, or one per cell of a split scene, behind the same calls."""
 
 
 @dataclass
@@ -176,6 +183,25 @@ class AccelNGPModelConfig(AccelModelConfig):
         check_hash_backend(self.hash_backend, device_type)
         self.sampler_config().resolve(device_type, contract)
 
+    def check_spatial_blocks(self) -> None:
+        """1 to :data:`~nerfstudio_accel.spatial.cells.MAX_BLOCKS` blocks of an object scene, with a sampler built
+        per cell (the occupancy grid's)."""
+        blocks = self.spatial_blocks
+        if blocks == 1:
+            return
+        if not 1 <= blocks <= MAX_BLOCKS:
+            raise ConfigError(f"--pipeline.spatial-blocks {blocks}: choose 1 to {MAX_BLOCKS} blocks")
+        if self.scene_contraction == "on":
+            raise ConfigError(
+                f"--pipeline.spatial-blocks {blocks}: blocks of an unbounded (contracted) scene are not built yet; "
+                f"train captures with 1 block"
+            )
+        if not self.sampler_config().builds_blocks:
+            raise ConfigError(
+                f"--pipeline.spatial-blocks {blocks}: the {self.sampler} sampler has no per-block form yet; "
+                f"use --pipeline.model.sampler occupancy"
+            )
+
     def sampler_config(self) -> SamplerConfig:
         """The options of the sampler chosen (after :meth:`resolve`)."""
         assert self.sampler in ("occupancy", "proposal"), "resolve() first"
@@ -223,23 +249,32 @@ class AccelNGPModel(AccelModel):
         contract = cfg.scene_contraction == "on"
         aabb = self.scene_box.aabb.float()
         hash_backend = runnable_hash_backend(cfg.hash_backend, device.type)
-        self.field = HashGridField(
-            aabb=aabb,
-            contract=contract,
-            num_levels=cfg.num_levels,
-            max_res=cfg.max_res,
-            log2_hashmap_size=cfg.log2_hashmap_size,
-            hidden_dim=cfg.hidden_dim,
-            hidden_dim_color=cfg.hidden_dim_color,
-            implementation=cfg.implementation,
-            hash_backend=hash_backend,
-            num_images=self.num_train_data,
-            appearance_dim=cfg.appearance_embedding_dim or 0,
-        )
+
+        def hash_grid_field(box: Float[Tensor, "2 3"], log2_hashmap_size: int) -> HashGridField:
+            return HashGridField(
+                aabb=box,
+                contract=contract,
+                num_levels=cfg.num_levels,
+                max_res=cfg.max_res,
+                log2_hashmap_size=log2_hashmap_size,
+                hidden_dim=cfg.hidden_dim,
+                hidden_dim_color=cfg.hidden_dim_color,
+                implementation=cfg.implementation,
+                hash_backend=hash_backend,
+                num_images=self.num_train_data,
+                appearance_dim=cfg.appearance_embedding_dim or 0,
+            )
+
+        scene = SamplerScene(aabb, contract, cfg.near_plane, cfg.far_plane, device, cfg.implementation, hash_backend)
+        if cfg.spatial_blocks == 1:
+            self.field: RadianceField = hash_grid_field(aabb, cfg.log2_hashmap_size)
+            self.sampler = cfg.sampler_config().setup(scene)
+        else:  # a field and a sampler per cell, the tables shared out (docs/spatial_blocks.md)
+            cells = kd_cells(aabb, cfg.spatial_blocks)
+            block_table = cfg.log2_hashmap_size - int(math.log2(cfg.spatial_blocks))
+            self.field = BlockFields([hash_grid_field(cell, block_table) for cell in cells], cells)
+            self.sampler = cfg.sampler_config().setup_blocks(scene, cells)
         self.camera_optimizer = cfg.camera_optimizer.setup(num_cameras=self.num_train_data, device="cpu")
-        self.sampler = cfg.sampler_config().setup(
-            SamplerScene(aabb, contract, cfg.near_plane, cfg.far_plane, device, cfg.implementation, hash_backend)
-        )
         self.image_metrics = ImageMetrics()
         self.finished_run_viewer = FinishedRunViewer()  # nerfstudio's Viewer sets it up (ns-viewer's page)
         self.update_to_step(0)
@@ -318,7 +353,7 @@ class AccelNGPModel(AccelModel):
                 return (samples, *self.field_raw(samples))
             kept = record.kept_heads()
             directions = marched_directions[packed.ray_indices]
-            color = self.field.color_raw(kept[:, 1:], directions, packed.sample_camera_indices)
+            color = self.field.color_raw(kept[:, 1:], directions, packed.sample_camera_indices, packed.positions)
             return samples, kept[:, :1], color
 
     @property

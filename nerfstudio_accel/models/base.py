@@ -55,6 +55,8 @@ class AccelModelConfig(ModelConfig):
     """Recompute the main field's activations in backward instead of keeping them (``torch.utils.checkpoint``):
     a step's graph memory falls and its time rises; for big batches on small GPUs. tiny-cuda-nn keeps its own
     activations outside autograd's saved tensors, so with tcnn MLPs little is freed (docs/gradient_checkpointing.md)."""
+    spatial_blocks: tyro.conf.Suppress[int] = 1
+    """Set from ``--pipeline.spatial-blocks``: cells the scene is split into, one field and sampler each."""
     init_from: Optional[Path] = None
     """Warm start: a run folder or .ckpt whose tensors this run starts from, networks always, the hash grid and
     other scene tensors only when that run trained on the same scene (its camera files); a fresh optimizer
@@ -65,6 +67,7 @@ class AccelModelConfig(ModelConfig):
         scene, in place, and refuse explicit choices that cannot run there (raises
         :class:`~nerfstudio_accel.errors.AccelError`). Idempotent."""
         self._resolve(device_type, scene)
+        self.check_spatial_blocks()
         self.resolved = True
 
     def _resolve(self, device_type: str, scene: SceneFacts) -> None:
@@ -77,6 +80,15 @@ class AccelModelConfig(ModelConfig):
                 f"this {type(self).__name__} was never resolved: a config.yml written before nerfstudio-accel resolved "
                 f"its choices, or a config opened without training; retrain with ns-train, or call "
                 f"AccelTrainerConfig.resolve() first"
+            )
+
+    def check_spatial_blocks(self) -> None:
+        """Raise :class:`~nerfstudio_accel.errors.ConfigError` (one line) unless this resolved config can train
+        :attr:`spatial_blocks` cells; a model without spatial segmentation takes 1."""
+        if self.spatial_blocks != 1:
+            raise ConfigError(
+                f"--pipeline.spatial-blocks {self.spatial_blocks}: {type(self).__name__} has no spatial "
+                f"segmentation yet; train it with 1 block"
             )
 
     def reads_alpha(self) -> bool:

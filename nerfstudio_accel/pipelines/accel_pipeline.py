@@ -50,6 +50,10 @@ class AccelPipelineConfig(DynamicBatchPipelineConfig):
     """Sets the first step's ray batch: target_num_samples / this."""
     max_num_rays_per_batch: Optional[int] = None
     """Upper bound on the dynamic ray batch; default 2^16 on CUDA, 2^12 elsewhere."""
+    spatial_blocks: int = 1
+    """Spatial segmentation: cut the scene box into this many disjoint cells (a k-d split), each with its own field
+    (hash tables 2^-floor(log2 K) the size of one model's) and sampler, every ray composited front to back over the
+    cells it crosses; 1: one model (docs/spatial_blocks.md)."""
     scene_path: tyro.conf.Suppress[Optional[str]] = None
     """Set by :meth:`resolve`: the scene folder's absolute path, for a later warm start (docs/warm_start.md)."""
     scene_fingerprint: tyro.conf.Suppress[Optional[str]] = None
@@ -71,6 +75,7 @@ class AccelPipelineConfig(DynamicBatchPipelineConfig):
             self.target_num_samples = 1 << 18 if on_cuda else 1 << 14
         if self.max_num_rays_per_batch is None:
             self.max_num_rays_per_batch = 1 << 16 if on_cuda else 1 << 12
+        self.model.spatial_blocks = self.spatial_blocks
         self.model.resolve(device_type, scene)
         self.scene_path = str(self.scene_data_path().resolve())
         self.scene_fingerprint = scene_identity.scene_fingerprint(self.scene_data_path())

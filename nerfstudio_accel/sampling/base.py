@@ -156,3 +156,11 @@ class SamplerConfig(ABC):
     @abstractmethod
     def setup(self, scene: SamplerScene) -> "Sampler":
         """The sampler these options describe, for ``scene``."""
+
+    builds_blocks = False
+    """Whether :meth:`setup_blocks` is built (the samplers of a spatially split scene)."""
+
+    def setup_blocks(self, scene: SamplerScene, cells: Float[Tensor, "k 2 3"]) -> "Sampler":
+        """One sampler per cell of ``scene``'s box (``cells``: ``(k, 2, 3)`` boxes), as one sampler whose samples
+        are in ray order and front to back within a ray (:class:`~nerfstudio_accel.spatial.block_sampler.BlockSampler`)."""
+        raise NotImplementedError(f"{type(self).__name__} builds no samplers per cell")

@@ -48,6 +48,7 @@ from nerfstudio_accel.sampling.base import (
 )
 from nerfstudio_accel.sampling.front_to_back_culling import densities_front_to_back, rows_in_call_order
 from nerfstudio_accel.sampling.packed import PackedSamples
+from nerfstudio_accel.spatial.block_sampler import BlockSampler
 from nerfstudio_accel.step_phases import phase
 
 logger = logging.getLogger(__name__)
@@ -434,13 +435,25 @@ class OccupancySamplerConfig(SamplerConfig):
             )
         check_sampler_backend(self.backend, device_type)
 
+    builds_blocks = True
+
     def setup(self, scene: SamplerScene) -> OccupancySampler:
         """The sampler over ``scene``'s box (enlarged per level for a contracted scene); its backend resolved
         for the scene's device (a fallback warned about) as the model opens."""
+        return self._sampler(scene.aabb.float(), scene, self._marching(scene))
+
+    def setup_blocks(self, scene: SamplerScene, cells: Float[Tensor, "k 2 3"]) -> BlockSampler:
+        """A grid per cell, each as fine as the whole box's would be per cell, all marching ``scene``'s step
+        lattice (its step from the whole box)."""
+        marching = self._marching(scene)
+        samplers = [self._sampler(cell, scene, marching) for cell in cells.to(scene.aabb)]
+        return BlockSampler(samplers, marching.render_step_size, scene.near_plane, scene.far_plane)
+
+    def _marching(self, scene: SamplerScene) -> MarchingOptions:
         assert self.resolution is not None, "resolve() first"
         aabb = scene.aabb.float()
         diagonal = float(torch.linalg.norm(aabb[1] - aabb[0]))
-        marching = MarchingOptions(
+        return MarchingOptions(
             render_step_size=self.render_step_size if self.render_step_size is not None else diagonal / 1000,
             cone_angle=self.cone_angle if self.cone_angle is not None else (1 / 256 if scene.contract else 0.0),
             near_plane=scene.near_plane,
@@ -450,6 +463,8 @@ class OccupancySamplerConfig(SamplerConfig):
             max_samples_per_ray=self.max_samples_per_ray or None,
             culling_first_samples=self.culling_first_samples,
         )
+
+    def _sampler(self, box: Float[Tensor, "2 3"], scene: SamplerScene, marching: MarchingOptions) -> OccupancySampler:
         grid_update = GridUpdateOptions(
             every_n_steps=self.update_every,
             warmup_steps=self.warmup_steps,
@@ -457,7 +472,7 @@ class OccupancySamplerConfig(SamplerConfig):
             occupancy_threshold=self.threshold,
         )
         sampler = OccupancySampler(
-            aabb.flatten(),
+            box.flatten(),
             resolution=self.resolution,
             levels=self.levels if self.levels is not None else (4 if scene.contract else 1),
             backend=self.backend,

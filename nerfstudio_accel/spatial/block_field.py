@@ -1,0 +1,120 @@
+"""BlockFields: one radiance field per cell of a spatially split scene, behind the single field's interface.
+
+Every call routes each point to the field of its cell (:func:`~nerfstudio_accel.spatial.cells.cell_of`) and puts
+the results back in the points' order, so a model, a density record or a sampler's grid update uses it as it
+uses one :class:`~nerfstudio_accel.fields.hash_grid_field.HashGridField`. Each cell's field holds its own hash
+grid over its cell (finer per unit of space than one grid over the whole box) and its own MLPs.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, List, Optional, Sequence, Tuple
+
+import torch
+from jaxtyping import Float, Int
+from torch import Tensor, nn
+
+from nerfstudio_accel.fields.hash_grid_field import HashGridField
+from nerfstudio_accel.spatial.cells import cell_of
+
+
+class BlockFields(nn.Module):
+    """``fields[k]`` answers for the points in ``cells[k]`` (``(k, 2, 3)`` boxes tiling the scene box)."""
+
+    def __init__(self, fields: Sequence[HashGridField], cells: Float[Tensor, "k 2 3"]) -> None:
+        super().__init__()
+        if len(fields) != cells.shape[0]:
+            raise ValueError(f"one field per cell: {len(fields)} fields for {cells.shape[0]} cells")
+        self.fields = nn.ModuleList(fields)
+        self.register_buffer("cells", cells.detach().clone().float())
+        self.register_buffer("aabb", torch.stack([self.cells[:, 0].amin(dim=0), self.cells[:, 1].amax(dim=0)]))
+        self.geo_feat_dim = fields[0].geo_feat_dim
+
+    activate = staticmethod(HashGridField.activate)
+    activate_density = staticmethod(HashGridField.activate_density)
+
+    @property
+    def position_encoding(self):
+        """The first cell's position encoding (every cell's has the same layout)."""
+        return self.fields[0].position_encoding
+
+    @property
+    def level_weights(self) -> Optional[Tensor]:
+        return self.fields[0].level_weights
+
+    @level_weights.setter
+    def level_weights(self, weights: Optional[Tensor]) -> None:
+        for field in self.fields:
+            field.level_weights = weights
+
+    @property
+    def reuses_encodings(self) -> bool:
+        return self.fields[0].reuses_encodings
+
+    def cell_rows(self, positions: Float[Tensor, "n 3"]) -> List[Int[Tensor, " m"]]:
+        """Per cell, the rows of ``positions`` in it (each row in exactly one cell)."""
+        cells = cell_of(positions.detach(), self.cells)
+        return [torch.nonzero(cells == k).reshape(-1) for k in range(len(self.fields))]
+
+    def _per_cell(
+        self, positions: Float[Tensor, "n 3"], width: int, call: Callable[[HashGridField, Tensor], Tensor]
+    ) -> Tensor:
+        """``call(field_k, rows_k)`` for every cell, each ``(m_k, width)``, back in the rows' order ``(n, width)``."""
+        parts = [(rows, call(field, rows)) for field, rows in zip(self.fields, self.cell_rows(positions))]
+        dtype = next((part.dtype for _, part in parts if part.numel()), positions.dtype)
+        out = positions.new_zeros(positions.shape[0], width, dtype=dtype)
+        for rows, part in parts:
+            out = out.index_put((rows,), part.to(dtype))  # out of place: autograd reaches every cell's field
+        return out
+
+    def encode(self, positions: Float[Tensor, "n 3"]) -> Float[Tensor, "n enc"]:
+        """Each point's encoding by its cell's hash grid."""
+        width = self.position_encoding.get_out_dim()
+        return self._per_cell(positions, width, lambda field, rows: field.encode(positions[rows]))
+
+    def density_head(
+        self, positions: Float[Tensor, "n 3"], encodings: Optional[Float[Tensor, "n enc"]] = None
+    ) -> Float[Tensor, "n head"]:
+        """As :meth:`HashGridField.density_head`, by each point's cell."""
+        return self._per_cell(
+            positions,
+            1 + self.geo_feat_dim,
+            lambda field, rows: field.density_head(positions[rows], None if encodings is None else encodings[rows]),
+        )
+
+    def color_raw(
+        self,
+        geo_features: Float[Tensor, "n geo"],
+        directions: Float[Tensor, "n 3"],
+        camera_indices: Optional[Int[Tensor, " n"]] = None,
+        positions: Optional[Float[Tensor, "n 3"]] = None,
+    ) -> Float[Tensor, "n 3"]:
+        """As :meth:`HashGridField.color_raw`, by the cell of each sample's ``positions`` (required here)."""
+        assert positions is not None, "a split field picks each sample's colour MLP by its position"
+
+        def color(field: HashGridField, rows: Tensor) -> Tensor:
+            cameras = None if camera_indices is None else camera_indices[rows]
+            return field.color_raw(geo_features[rows], directions[rows], cameras)
+
+        return self._per_cell(positions, 3, color)
+
+    def field_raw(
+        self,
+        positions: Float[Tensor, "n 3"],
+        directions: Float[Tensor, "n 3"],
+        camera_indices: Optional[Int[Tensor, " n"]] = None,
+        encodings: Optional[Float[Tensor, "n enc"]] = None,
+    ) -> Tuple[Float[Tensor, "n 1"], Float[Tensor, "n 3"]]:
+        """As :meth:`HashGridField.field_raw`, by each point's cell."""
+
+        def raw(field: HashGridField, rows: Tensor) -> Tensor:
+            cameras = None if camera_indices is None else camera_indices[rows]
+            known = None if encodings is None else encodings[rows]
+            return torch.cat(field.field_raw(positions[rows], directions[rows], cameras, known), dim=-1)
+
+        out = self._per_cell(positions, 4, raw)
+        return out[:, :1], out[:, 1:]
+
+    def density(self, positions: Float[Tensor, "n 3"]) -> Float[Tensor, "n 1"]:
+        """Activated density by each point's cell."""
+        return self._per_cell(positions, 1, lambda field, rows: field.density(positions[rows]))

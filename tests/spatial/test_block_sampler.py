@@ -1,0 +1,153 @@
+"""A split that changes nothing: with every cell's grid as occupied as the whole box's, the blocks' samples are the
+whole-box sampler's samples (stratified or not), the density record hears the right rows, and a model split into
+blocks that all hold the same field renders the image the unsplit model renders."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+from nerfstudio.cameras.rays import RayBundle
+from nerfstudio.data.scene_box import SceneBox
+
+from nerfstudio_accel.data.scene_checks import SceneFacts
+from nerfstudio_accel.errors import ConfigError
+from nerfstudio_accel.methods import accel_ngp
+from nerfstudio_accel.sampling.base import DensityRecord, SamplerScene
+from nerfstudio_accel.sampling.occupancy import OccupancySamplerConfig
+from nerfstudio_accel.sampling.proposal import ProposalSamplerConfig
+from nerfstudio_accel.spatial.block_field import BlockFields
+from nerfstudio_accel.spatial.cells import kd_cells
+
+BOX = torch.tensor([[-1.0, -1.0, -1.0], [1.0, 1.0, 1.0]])
+
+
+def rays(n: int = 64, seed: int = 0):
+    generator = torch.Generator().manual_seed(seed)
+    origins = 3.0 * torch.nn.functional.normalize(torch.randn(n, 3, generator=generator), dim=-1)
+    targets = 0.6 * (torch.rand(n, 3, generator=generator) * 2 - 1)
+    return origins, torch.nn.functional.normalize(targets - origins, dim=-1)
+
+
+def ball(points: torch.Tensor) -> torch.Tensor:
+    return 30.0 * torch.exp(-(points**2).sum(dim=-1, keepdim=True) / 0.2)
+
+
+def fill(sampler) -> None:
+    """Every grid occupied everywhere, warmed up."""
+    for module in sampler.modules():
+        if hasattr(module, "grid"):
+            module.grid.binaries.fill_(True)
+            module.grid.occs.fill_(1.0)
+            module.warmed_up.fill_(True)
+
+
+class Recording(DensityRecord):
+    def __init__(self):
+        self.points, self.rows = [], None
+
+    def __call__(self, points):
+        self.points.append(points)
+        return ball(points)
+
+    def drop_below(self, density):
+        pass
+
+    def keep(self, rows):
+        self.rows = rows
+
+
+def samplers(k: int, **options):
+    config = OccupancySamplerConfig(backend="torch", resolution=16, **options)
+    config.resolve("cpu", contract=False)
+    scene = SamplerScene(BOX, False, 0.05, 100.0, torch.device("cpu"), "torch", "torch")
+    whole, split = config.setup(scene), config.setup_blocks(scene, kd_cells(BOX, k))
+    fill(whole)
+    fill(split)
+    return whole, split
+
+
+@pytest.mark.parametrize("k", [2, 3, 5])
+@pytest.mark.parametrize("stratified", [False, True])
+def test_the_blocks_samples_are_the_whole_boxs(k, stratified):
+    whole, split = samplers(k, alpha_threshold=0.0, early_stop_eps=0.0)
+    origins, directions = rays()
+    torch.manual_seed(7)
+    expected = whole.sample(origins, directions, stratified=stratified)
+    torch.manual_seed(7)
+    actual = split.sample(origins, directions, stratified=stratified)
+    assert expected.n_samples > 1000
+    assert torch.equal(actual.ray_indices, expected.ray_indices)
+    assert torch.equal(actual.t_starts, expected.t_starts) and torch.equal(actual.t_ends, expected.t_ends)
+
+
+def test_the_record_hears_the_rows_of_every_blocks_kept_samples():
+    whole, split = samplers(3)
+    origins, directions = rays(seed=1)
+    record = Recording()
+    samples = split.sample(origins, directions, density_fn=record)
+    seen = torch.cat(record.points)
+    assert 0 < samples.n_samples < seen.shape[0], "culling by opacity kept some"
+    assert torch.allclose(seen[record.rows], samples.positions)
+    without_transmittance_culling = samplers(3, early_stop_eps=0.0)
+    expected = without_transmittance_culling[0].sample(origins, directions, density_fn=ball)
+    actual = without_transmittance_culling[1].sample(origins, directions, density_fn=ball)
+    assert torch.equal(actual.t_starts, expected.t_starts), "alpha culling is per sample: the same survivors"
+
+
+def models(**model_options):
+    config = copy.deepcopy(accel_ngp.config.pipeline.model)
+    config.log2_hashmap_size, config.num_levels, config.max_res = 12, 4, 64
+    config.occupancy.resolution = 16
+    for name, value in model_options.items():
+        setattr(config.occupancy, name, value)
+    built = []
+    for blocks in (1, 2):
+        own = copy.deepcopy(config)
+        own.spatial_blocks = blocks
+        own.resolve("cpu", SceneFacts(bounded=True, images_have_alpha=True))
+        torch.manual_seed(0)
+        built.append(own.setup(scene_box=SceneBox(aabb=BOX), num_train_data=1, metadata={}, device="cpu"))
+    whole, split = built
+    with torch.no_grad():  # a field with structure: densities from clear to opaque across the box
+        whole.field.position_encoding.table.uniform_(-1.0, 1.0)
+        [*_, last] = (layer for layer in whole.field.density_mlp.modules() if isinstance(layer, torch.nn.Linear))
+        last.weight[0] *= 30.0
+        last.bias[0] = -3.0
+    split.field = BlockFields([whole.field, whole.field], split.field.cells)  # the same field in every cell
+    for model in built:
+        fill(model.sampler)
+        model.eval()
+    return whole, split
+
+
+@pytest.mark.parametrize("culling, atol", [({"early_stop_eps": 0.0}, 1e-6), ({}, 2e-4)])
+def test_a_model_split_in_two_blocks_of_the_same_field_renders_the_unsplit_image(culling, atol):
+    """Exact without early stopping; with it, a block stops its rays on its own transmittance only, so it keeps
+    samples behind an opaque earlier block whose weights are below ``early_stop_eps`` (the tolerance)."""
+    whole, split = models(**culling)
+    origins, directions = rays(256, seed=2)
+    bundle = RayBundle(origins, directions, pixel_area=torch.ones(256, 1), camera_indices=torch.zeros(256, 1).long())
+    with torch.no_grad():
+        expected, actual = whole.get_outputs(bundle), split.get_outputs(bundle)
+    opacity = expected["accumulation"]
+    assert float(opacity.mean()) > 0.2 and float(opacity.std()) > 0.05, "a field with structure, not empty space"
+    torch.testing.assert_close(actual["rgb"], expected["rgb"], rtol=0, atol=atol)
+    torch.testing.assert_close(actual["accumulation"], expected["accumulation"], rtol=0, atol=atol)
+
+
+def test_a_split_the_sampler_or_scene_cannot_take_stops_in_one_line():
+    config = copy.deepcopy(accel_ngp.config.pipeline.model)
+    config.spatial_blocks = 2
+    with pytest.raises(ConfigError, match="blocks of an unbounded"):
+        copy.deepcopy(config).resolve("cpu", SceneFacts(bounded=False, images_have_alpha=None))
+    proposal = copy.deepcopy(config)
+    proposal.sampler = "proposal"
+    with pytest.raises(ConfigError, match="the proposal sampler has no per-block form yet"):
+        proposal.resolve("cpu", SceneFacts(bounded=True, images_have_alpha=None))
+    too_many = copy.deepcopy(config)
+    too_many.spatial_blocks = 9
+    with pytest.raises(ConfigError, match="choose 1 to 8 blocks"):
+        too_many.resolve("cpu", SceneFacts(bounded=True, images_have_alpha=None))
+    assert not ProposalSamplerConfig.builds_blocks and OccupancySamplerConfig.builds_blocks

@@ -1,0 +1,47 @@
+"""accel-ngp in blocks as users reach it: a 2-block run trains in one process with hard mining and per-block grid
+updates, its checkpoint opens in ns-eval from config.yml alone, and a split the run cannot take stops first."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+import torch
+
+from accel_test_helpers import make_trainer, run_steps, train_run
+from nerfstudio_accel.errors import ConfigError
+from nerfstudio_accel.spatial.block_field import BlockFields
+
+
+def test_two_blocks_train_with_mining_and_their_own_grid_updates(tiny_scene, tmp_path):
+    trainer = make_trainer(tiny_scene, tmp_path, pipeline={"spatial_blocks": 2}, model={"occupancy.update_every": 2})
+    model = trainer.pipeline.model
+    assert isinstance(model.field, BlockFields) and model.field.cells.shape == (2, 2, 3)
+    one_model = trainer.config.pipeline.model.log2_hashmap_size
+    assert all(field.position_encoding.layout.log2_hashmap_size == one_model - 1 for field in model.field.fields)
+    assert trainer.pipeline.mines_hard_samples()
+    tables = [field.position_encoding.table.detach().clone() for field in model.field.fields]
+    losses = run_steps(trainer, 0, 6)
+    assert all(math.isfinite(loss) for loss in losses)
+    assert all(
+        not torch.equal(field.position_encoding.table, before) for field, before in zip(model.field.fields, tables)
+    )
+    assert model.sampler.state_version() == 2 * 3, "each block's grid updated on steps 0, 2 and 4"
+    assert model.sampler.figures()["kept"] > 0
+
+
+@pytest.mark.slow
+def test_a_two_block_run_opens_in_ns_eval(run_cli, tiny_scene, tmp_path):
+    trainer = train_run(tiny_scene, tmp_path, steps=4, pipeline={"spatial_blocks": 2})
+    config = trainer.base_dir / "config.yml"
+    assert "spatial_blocks: 2" in config.read_text()
+    out = tmp_path / "eval.json"
+    code, stdout, stderr = run_cli("ns-eval", "--load-config", str(config), "--output-path", str(out), timeout=300)
+    assert code == 0, (stdout + stderr)[-3000:]
+    assert json.loads(out.read_text())["results"]["psnr"] > 5.0
+
+
+def test_blocks_on_several_ranks_stop_before_training(tiny_scene, tmp_path):
+    with pytest.raises(ConfigError, match="one block per rank is not built yet"):
+        make_trainer(tiny_scene, tmp_path, setup=False, pipeline={"spatial_blocks": 2}, **{"machine.num_devices": 2})
