@@ -24,7 +24,8 @@ from nerfstudio_accel.renamed_flags import refuse_moved_flags
 from nerfstudio_accel.version_floors import check_version_floors
 
 install_exit_hook()
-refuse_moved_flags(sys.argv[1:])
+if "accel-ngp" in sys.argv[1:]:  # the names moved in accel-ngp only; other methods keep theirs
+    refuse_moved_flags(sys.argv[1:])
 # nerfstudio 1.1's cameras index tensors with lists, which torch >= 2.9 warns about on every run (harmless there)
 warnings.filterwarnings(
     "ignore", message="Using a non-tuple sequence for multidimensional indexing", module=r"nerfstudio\.cameras\."

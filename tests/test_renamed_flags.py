@@ -56,3 +56,30 @@ def test_a_saved_config_with_the_old_names_opens_with_them_moved():
     assert values["proposal.num_samples"] == 24 and list(values["proposal.samples_per_round"]) == [64, 32]
     assert values["occupancy.update_every"] == 16, "an option the old file did not name keeps its default"
     assert not any(old in vars(config) for old in MOVED_MODEL_FIELDS)
+
+
+def test_methods_that_keep_the_old_names_are_not_stopped(monkeypatch, tiny_scene, tmp_path):
+    """nerfacto and accel-nerfacto still have --pipeline.model.distortion-loss-mult: loading the catalogue for their
+    ns-train, and building their config with it, go through; accel-ngp's is refused."""
+    import importlib
+
+    import nerfstudio_accel.methods as methods
+    from nerfstudio_accel.engine.build import build_trainer_config
+
+    monkeypatch.setattr("sys.argv", ["ns-train", "nerfacto", "--pipeline.model.distortion-loss-mult", "0"])
+    importlib.reload(methods)
+    monkeypatch.setattr("sys.argv", ["ns-train", "accel-ngp", "--pipeline.model.distortion-loss-mult", "0"])
+    with pytest.raises(ConfigError, match="is now --pipeline.model.proposal.distortion-loss-mult"):
+        importlib.reload(methods)
+    monkeypatch.setattr("sys.argv", ["pytest"])
+    importlib.reload(methods)
+    config = build_trainer_config(
+        methods.accel_nerfacto.config, tiny_scene, "cpu", flags=["--pipeline.model.distortion-loss-mult", "0.01"],
+        output_dir=tmp_path, resolve=False,
+    )  # fmt: skip
+    assert config.pipeline.model.distortion_loss_mult == 0.01
+    with pytest.raises(ConfigError, match="is now"):
+        build_trainer_config(
+            methods.accel_ngp.config, tiny_scene, "cpu", flags=["--pipeline.model.grid-resolution", "32"],
+            output_dir=tmp_path, resolve=False,
+        )  # fmt: skip

@@ -41,7 +41,8 @@ def build_trainer_config(
         method = all_methods[method]
     config = copy.deepcopy(method)
     if flags:
-        refuse_moved_flags(flags)
+        if config.method_name == "accel-ngp":  # other methods (nerfacto, accel-nerfacto) keep these names
+            refuse_moved_flags(flags)
         config = tyro.cli(tyro.conf.FlagConversionOff[type(config)], default=config, args=list(flags))
     datamanager = config.pipeline.datamanager
     if dataparser is not None:

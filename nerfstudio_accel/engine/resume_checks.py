@@ -22,6 +22,8 @@ MODEL_PREFIX = "_model."
 """The pipeline's key prefix of its model's tensors in a checkpoint."""
 STATELESS_MODEL_FIELDS = ("_target", "resolved", "init_from", "eval_num_rays_per_chunk")
 """Model config fields that shape no tensor: never named as a difference."""
+SET_FROM_PIPELINE = {"spatial_blocks": "--pipeline.spatial-blocks"}
+"""Model config fields a pipeline flag sets: named by that flag."""
 
 
 def model_tensors(pipeline_state: Dict[str, Tensor]) -> Dict[str, Tensor]:
@@ -43,7 +45,7 @@ def _leaves(fields: Dict[str, Any], prefix: str) -> Iterator[Tuple[str, Any]]:
     for name, value in fields.items():
         if name in STATELESS_MODEL_FIELDS:
             continue
-        flag = f"{prefix}.{name.replace('_', '-')}"
+        flag = SET_FROM_PIPELINE.get(name) or f"{prefix}.{name.replace('_', '-')}"
         if isinstance(value, dict):
             yield from _leaves(value, flag)
         else:

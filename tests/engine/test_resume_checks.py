@@ -80,3 +80,14 @@ def test_a_matching_resume_loads(tiny_scene, tmp_path):
     assert resumed._start_step == 2
     for before, after in zip(saved[0], snapshot(resumed)[0]):
         assert torch.equal(before, after)
+
+
+def test_a_block_count_is_named_by_its_pipeline_flag():
+    import copy
+
+    from nerfstudio_accel.engine.resume_checks import model_flag_differences
+    from nerfstudio_accel.methods import accel_ngp
+
+    saved, current = copy.deepcopy(accel_ngp.config.pipeline.model), copy.deepcopy(accel_ngp.config.pipeline.model)
+    saved.spatial_blocks = 2
+    assert model_flag_differences(saved, current) == ["--pipeline.spatial-blocks 2 (this run: 1)"]
