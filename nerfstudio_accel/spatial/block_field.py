@@ -60,12 +60,11 @@ class BlockFields(nn.Module):
         self, positions: Float[Tensor, "n 3"], width: int, call: Callable[[HashGridField, Tensor], Tensor]
     ) -> Tensor:
         """``call(field_k, rows_k)`` for every cell, each ``(m_k, width)``, back in the rows' order ``(n, width)``."""
-        parts = [(rows, call(field, rows)) for field, rows in zip(self.fields, self.cell_rows(positions))]
-        dtype = next((part.dtype for _, part in parts if part.numel()), positions.dtype)
-        out = positions.new_zeros(positions.shape[0], width, dtype=dtype)
-        for rows, part in parts:
-            out = out.index_put((rows,), part.to(dtype))  # out of place: autograd reaches every cell's field
-        return out
+        rows = self.cell_rows(positions)
+        parts = [call(field, cell_rows) for field, cell_rows in zip(self.fields, rows)]
+        dtype = next((part.dtype for part in parts if part.numel()), positions.dtype)
+        stacked = torch.cat([part.reshape(-1, width).to(dtype) for part in parts])
+        return stacked[torch.argsort(torch.cat(rows))]  # one gather; autograd reaches every cell's field
 
     def encode(self, positions: Float[Tensor, "n 3"]) -> Float[Tensor, "n enc"]:
         """Each point's encoding by its cell's hash grid."""
