@@ -16,6 +16,8 @@
 #   on lego 400x400: accel-ngp (defaults), accel-ngp on the torch backends, nerfstudio's instant-ngp (on
 #   nerfacc's ops) and nerfacto. METHODS replaces that list.
 #     bash benchmarks/gpu_report.sh              # both, for a machine that allows longer calls
+#   With 15 device-minutes a session, run both in one call with a shorter bench (491 s on an H200, 2026-11-26):
+#     BUDGET=30 METHODS="accel-ngp,instant-ngp" timeout -k 5 545 bash benchmarks/gpu_report.sh all
 # Each call writes $OUT/report.md (device, versions, the exact command, the results) and its logs. Commit the
 # reports under docs/results/gpu/<date>/ with the command that made them.
 set -uo pipefail
