@@ -39,11 +39,12 @@ from pathlib import Path
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import torch
-from torch.profiler import ProfilerActivity, profile
+from torch.profiler import ProfilerActivity, profile, record_function
 
 from nerfstudio_accel.bench.configs import MethodSpec, build_config, resolve_dataparser
 from nerfstudio_accel.engine.trainer import training_step
 
+PROFILED_STEPS = "accel::profiled_steps"  # the annotation that names the training thread
 SYNC_OPS = {
     "aten::_local_scalar_dense": "scalar read (.item(), int(), float(), bool())",
     "aten::nonzero": "nonzero (boolean-mask indexing)",
@@ -127,14 +128,15 @@ def profile_steps(trainer, first_step: int, steps: int, device: str) -> Dict[str
             torch.cuda.set_sync_debug_mode("warn")
         host_reads: collections.Counter = collections.Counter()
         with profile(activities=activities, with_stack=True) as prof, counting_host_reads(host_reads):
-            for step in range(first_step, first_step + steps):
-                training_step(trainer, step)
+            with record_function(PROFILED_STEPS):
+                for step in range(first_step, first_step + steps):
+                    training_step(trainer, step)
             if device == "cuda":
                 torch.cuda.set_sync_debug_mode("default")
                 torch.cuda.synchronize()
         cuda_syncs = [str(w.message) for w in caught if "synchroniz" in str(w.message)]
     everything = prof.events()
-    training_thread = next(event.thread for event in everything if "training_step" in event.name)
+    training_thread = next(event.thread for event in everything if event.name == PROFILED_STEPS)
     # on CUDA autograd runs the backward pass on a thread of its own, whose work names the forward thread
     backward_threads = {
         event.thread

@@ -15,6 +15,14 @@ from nerfstudio_accel.engine.trainer import AccelTrainer, AccelTrainerConfig, tr
 from nerfstudio_accel.methods import accel_ngp
 from nerfstudio_accel.sampling.occupancy import GridUpdateOptions, MarchingOptions, OccupancySampler
 
+TRITON_INTERPRETER_ENV = {
+    "TRITON_INTERPRET": "1",
+    # NumPy 2.5 (the GPU machine's) raises where older NumPy warns; Triton 3.6's interpreter once hit it on a
+    # reduction used as a loop bound, so the warning fails these checks here too
+    "PYTHONWARNINGS": "ignore,error:Conversion of an array with ndim > 0 to a scalar:DeprecationWarning",
+}
+"""The environment of a subprocess that runs Triton kernels' source on CPU tensors."""
+
 
 def make_trainer(
     scene: Path,

@@ -96,7 +96,9 @@ def _march_kernel(
         out = tl.load(offsets_ptr + ray, mask=mask, other=0)
     else:
         total = tl.zeros((BLOCK,), dtype=tl.int64)
-    for local in range(0, tl.max(count, axis=0)):  # the block's longest lattice
+    longest = tl.max(count, axis=0)  # the block's longest lattice
+    local = 0
+    while local < longest:  # not a for: Triton 3.6's interpreter cannot take a reduction as a range bound
         k = k_first + tl.cast(local, tl.float32)
         # kernels.lattice.lattice_start
         if GEOMETRIC:
@@ -142,6 +144,7 @@ def _march_kernel(
             out += kept.to(tl.int64)
         else:
             total += kept.to(tl.int64)
+        local += 1
     if not FILL:
         tl.store(kept_ptr + ray, total, mask=mask)
 

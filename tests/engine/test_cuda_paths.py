@@ -40,7 +40,8 @@ def test_cpu_checkpoint_resumes_under_fp16_on_cuda(tiny_scene, tmp_path):
     first = make_trainer(tiny_scene, tmp_path / "cpu")
     run_steps(first, 0, 3)
     first.save_checkpoint(2)
-    cpu_sizes = {"log2_hashmap_size": 17, "occupancy.resolution": 64}
+    saved = first.config.pipeline.model  # the CPU run's resolved sizes, which CUDA's defaults would change
+    cpu_sizes = {"log2_hashmap_size": saved.log2_hashmap_size, "occupancy.resolution": saved.occupancy.resolution}
     resumed = make_trainer(tiny_scene, tmp_path / "cuda", device="cuda", model=cpu_sizes, load_dir=first.checkpoint_dir)
     assert resumed._start_step == 3 and resumed.grad_scaler.is_enabled()
     assert all(math.isfinite(loss) for loss in run_steps(resumed, 3, 3))

@@ -4,11 +4,14 @@ tensors, and through Triton's compiler to GPU code (no GPU needed)."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import textwrap
 
 import pytest
+
+from accel_test_helpers import TRITON_INTERPRETER_ENV
 
 LAYOUTS = {
     # name: (levels, min_res, max_res, log2_hashmap_size, features), as in tests/encodings/test_hash_encoding.py
@@ -68,10 +71,9 @@ def test_triton_kernels_match_reference_in_interpreter_mode():
     """The CUDA kernels' source, run by Triton's interpreter on CPU tensors, agrees with the reference."""
     pytest.importorskip("triton")
     layouts = LAYOUTS
-    env = {"TRITON_INTERPRET": "1", "PYTHONWARNINGS": "ignore"}
     done = subprocess.run(
         [sys.executable, "-c", TRITON_INTERPRETER_CHECK, json.dumps(layouts)],
-        capture_output=True, text=True, timeout=600, env={**__import__("os").environ, **env},
+        capture_output=True, text=True, timeout=600, env={**os.environ, **TRITON_INTERPRETER_ENV},
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
     report = json.loads(done.stdout.strip().splitlines()[-1])
@@ -173,7 +175,7 @@ def test_triton_kernels_index_points_in_int64():
     done = subprocess.run(
         [sys.executable, "-c", FAR_PROGRAM_CHECK],
         capture_output=True, text=True, timeout=600,
-        env={**__import__("os").environ, "TRITON_INTERPRET": "1", "PYTHONWARNINGS": "ignore"},
+        env={**os.environ, **TRITON_INTERPRETER_ENV},
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
     report = json.loads(done.stdout.strip().splitlines()[-1])

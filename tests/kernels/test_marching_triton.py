@@ -13,6 +13,7 @@ import textwrap
 import pytest
 import torch
 
+from accel_test_helpers import TRITON_INTERPRETER_ENV
 from accel_test_helpers import marching_scene as scene
 
 SCENES = {
@@ -82,7 +83,7 @@ def test_triton_marcher_matches_reference_in_interpreter_mode(tmp_path):
         inputs = (origins[chosen], directions[chosen], binaries, aabbs, near[chosen], far[chosen])
         scenes[name] = (inputs, step_size, cone_angle)
     torch.save(scenes, tmp_path / "scenes.pt")
-    env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONWARNINGS": "ignore"}
+    env = {**os.environ, **TRITON_INTERPRETER_ENV}
     done = subprocess.run(
         [sys.executable, "-c", TRITON_INTERPRETER_CHECK, str(tmp_path / "scenes.pt")],
         capture_output=True, text=True, timeout=600, env=env,

@@ -39,8 +39,8 @@ def device_for(backend: str, device: str) -> torch.device:
 
 def encoded(backend: str, device: torch.device, points: torch.Tensor, table: torch.Tensor, upstream: torch.Tensor):
     """Values, table gradient and point gradient of ``hash_encode`` on ``backend``, back on the CPU."""
-    points = points.to(device).requires_grad_(True)
-    table = torch.nn.Parameter(table.to(device))
+    points = points.detach().to(device).requires_grad_(True)  # a leaf on every device, the CPU's too
+    table = torch.nn.Parameter(table.detach().to(device))
     grid = tcnn_hash_grid(LAYOUT) if backend == "tcnn" else None
     values = hash_encode(points, table, LAYOUT, backend, tcnn_grid=grid)
     (values.float() * upstream.to(device)).sum().backward()
