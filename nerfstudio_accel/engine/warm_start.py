@@ -261,6 +261,15 @@ def warm_start(model: nn.Module, init_from: Path, data: Path) -> WarmStartReport
         if key.removeprefix("module.").startswith(MODEL_PREFIX)
     }
     run = run_config(checkpoint)
+    if run is not None:
+        source_blocks = _field(run[0].pipeline.model, "spatial_blocks") or 1
+        blocks = model.config.spatial_blocks
+        if source_blocks != blocks:
+            raise CheckpointError(
+                f"{checkpoint} is of a run in {source_blocks} spatial block(s) and this run has {blocks}: their fields "
+                f"cover other cells, so none carries over; warm start from a run with --pipeline.spatial-blocks "
+                f"{blocks}, or train without --pipeline.model.init-from"
+            )
     report = WarmStartReport(checkpoint, int(state.get("step", 0)), scene_match(run, data))
     target = model.state_dict()
     misfits = {name: _misfit(source.get(name), tensor) for name, tensor in target.items()}

@@ -50,6 +50,7 @@ from nerfstudio_accel.sampling.occupancy import OccupancySamplerConfig
 from nerfstudio_accel.sampling.packed import PackedSamples
 from nerfstudio_accel.sampling.proposal import ProposalSamplerConfig
 from nerfstudio_accel.spatial.block_field import BlockFields
+from nerfstudio_accel.spatial.block_sampler import BlockSampler
 from nerfstudio_accel.spatial.cells import MAX_BLOCKS, kd_cells
 from nerfstudio_accel.step_phases import phase
 from nerfstudio_accel.viewer.finished_run import FinishedRunViewer
@@ -273,7 +274,7 @@ class AccelNGPModel(AccelModel):
             cells = kd_cells(aabb, cfg.spatial_blocks)
             block_table = cfg.log2_hashmap_size - int(math.log2(cfg.spatial_blocks))
             self.field = BlockFields([hash_grid_field(cell, block_table) for cell in cells], cells)
-            self.sampler = cfg.sampler_config().setup_blocks(scene, cells)
+            self.sampler = BlockSampler(cfg.sampler_config().setup_cells(scene, cells), cfg.near_plane, cfg.far_plane)
         self.camera_optimizer = cfg.camera_optimizer.setup(num_cameras=self.num_train_data, device="cpu")
         self.image_metrics = ImageMetrics()
         self.finished_run_viewer = FinishedRunViewer()  # nerfstudio's Viewer sets it up (ns-viewer's page)

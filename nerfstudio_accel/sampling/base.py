@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import Callable, Dict, Optional, Tuple
+from typing import Callable, Dict, List, Optional, Tuple
 
 import torch
 from jaxtyping import Float, Int
@@ -158,9 +158,9 @@ class SamplerConfig(ABC):
         """The sampler these options describe, for ``scene``."""
 
     builds_blocks = False
-    """Whether :meth:`setup_blocks` is built (the samplers of a spatially split scene)."""
+    """Whether :meth:`setup_cells` is built (the samplers of a spatially split scene)."""
 
-    def setup_blocks(self, scene: SamplerScene, cells: Float[Tensor, "k 2 3"]) -> "Sampler":
-        """One sampler per cell of ``scene``'s box (``cells``: ``(k, 2, 3)`` boxes), as one sampler whose samples
-        are in ray order and front to back within a ray (:class:`~nerfstudio_accel.spatial.block_sampler.BlockSampler`)."""
+    def setup_cells(self, scene: SamplerScene, cells: Float[Tensor, "k 2 3"]) -> List["Sampler"]:
+        """One sampler per cell of ``scene``'s box (``cells``: ``(k, 2, 3)`` boxes), all marching one step
+        lattice, for :class:`~nerfstudio_accel.spatial.block_sampler.BlockSampler` to merge."""
         raise NotImplementedError(f"{type(self).__name__} builds no samplers per cell")

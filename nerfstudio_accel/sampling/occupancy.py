@@ -16,12 +16,11 @@ pick, with one warning, when a trained model opens there (:meth:`OccupancySample
 from __future__ import annotations
 
 import logging
-import math
 from dataclasses import dataclass
-from typing import Callable, Dict, Optional, Tuple, Union
+from typing import Dict, List, Optional, Tuple, Union
 
 import torch
-from jaxtyping import Bool, Float, Int
+from jaxtyping import Float, Int
 from nerfacc.estimators.occ_grid import OccGridEstimator
 from torch import Tensor
 
@@ -36,49 +35,19 @@ from nerfstudio_accel.ops.backends import (
 )
 from nerfstudio_accel.ops.marching import traverse_occupancy_grid
 from nerfstudio_accel.ops.packed_scan import first_samples_of_each_ray
-from nerfstudio_accel.ops.volume_rendering import render_visibility_from_density
 from nerfstudio_accel.sampling.base import (
     DensityFn,
-    DensityRecord,
     Sampler,
     SamplerConfig,
     SamplerScene,
     StateOverlay,
     ray_bounds,
 )
-from nerfstudio_accel.sampling.front_to_back_culling import densities_front_to_back, rows_in_call_order
+from nerfstudio_accel.sampling.culling_pass import cull_marched, evaluate_in_chunks
 from nerfstudio_accel.sampling.packed import PackedSamples
-from nerfstudio_accel.spatial.block_sampler import BlockSampler
 from nerfstudio_accel.step_phases import phase
 
 logger = logging.getLogger(__name__)
-
-DENSITY_CHUNK = {"cpu": 1 << 16}
-"""Points per no-grad density evaluation (grid updates and culling) by device type, bounding peak memory;
-other devices take :data:`DENSITY_CHUNK_ACCELERATOR` (~0.5 GB of activations for accel-ngp's field):
-each chunk is a few hundred kernel launches."""
-DENSITY_CHUNK_ACCELERATOR = 1 << 20
-
-
-def least_visible_density(
-    alpha_threshold: float, t_starts: Float[Tensor, " n"], t_ends: Float[Tensor, " n"]
-) -> Float[Tensor, ""]:
-    """Half the least density with which any of these intervals reaches ``alpha_threshold`` opacity,
-    ``-log(1 - threshold) / max(t_end - t_start) / 2``: a sample under it is culled by opacity whatever its
-    interval (the half leaves room for float rounding)."""
-    return -math.log1p(-alpha_threshold) / (t_ends - t_starts).max() / 2
-
-
-def evaluate_in_chunks(
-    fn: Callable[[Float[Tensor, "n 3"]], Tensor], points: Float[Tensor, "n 3"], chunk: Optional[int] = None
-) -> Tensor:
-    """``fn`` (e.g. a density function, ``(n, 3) -> (n, k)``) over ``points`` in slices of ``chunk`` (by
-    default :data:`DENSITY_CHUNK` for the points' device), in order (no-grad callers: memory stays bounded)."""
-    if chunk is None:
-        chunk = DENSITY_CHUNK.get(points.device.type, DENSITY_CHUNK_ACCELERATOR)
-    if points.shape[0] <= chunk:
-        return fn(points)
-    return torch.cat([fn(points[i : i + chunk]) for i in range(0, points.shape[0], chunk)])
 
 
 @dataclass
@@ -301,29 +270,6 @@ class OccupancySampler(Sampler):
         return StateOverlay(centres, float(cell.min()))
 
     @torch.no_grad()
-    def visible(
-        self,
-        ray_indices: Int[Tensor, " n_samples"],
-        t_starts: Float[Tensor, " n_samples"],
-        t_ends: Float[Tensor, " n_samples"],
-        densities: Float[Tensor, " n_samples"],
-        n_rays: int,
-        alpha_threshold: float,
-    ) -> Bool[Tensor, " n_samples"]:
-        """Boolean mask of the samples kept: opacity at least ``alpha_threshold`` (see
-        :meth:`effective_alpha_threshold`) and transmittance at least ``early_stop_eps``."""
-        return render_visibility_from_density(
-            t_starts,
-            t_ends,
-            densities,
-            ray_indices,
-            n_rays,
-            early_stop_eps=self.marching.early_stop_eps,
-            alpha_threshold=alpha_threshold,
-            backend=self.backend_for(densities.device),
-        )
-
-    @torch.no_grad()
     def sample(
         self,
         origins: Float[Tensor, "n_rays 3"],
@@ -333,48 +279,30 @@ class OccupancySampler(Sampler):
         density_fn: Optional[DensityFn] = None,
         stratified: bool = False,
     ) -> PackedSamples:
-        """:meth:`march` (``stratified`` as there), then, when ``density_fn`` is given, keep the
-        :meth:`visible` samples; a :class:`~nerfstudio_accel.sampling.base.DensityRecord` is first told the
-        :func:`least_visible_density`, then the kept samples' rows among the candidates it saw, in the order it saw
-        them (front to back with ``marching.culling_first_samples``). In training, counts the
-        candidates, the evaluated (those ``density_fn`` saw), the kept and the alpha-culled (of the evaluated)
-        samples for :meth:`figures` (no device read here)."""
+        """:meth:`march` (``stratified`` as there), then, when ``density_fn`` is given, keep the candidates the
+        culling pass finds visible (:func:`~nerfstudio_accel.sampling.culling_pass.cull_marched`, with
+        :meth:`effective_alpha_threshold`). In training, counts the candidates, the evaluated (those
+        ``density_fn`` saw), the kept and the alpha-culled (of the evaluated) samples for :meth:`figures` (no
+        device read here)."""
         with phase("marching"):
             ray_indices, t_starts, t_ends = self.march(origins, directions, nears, fars, stratified)
         if density_fn is None or t_starts.numel() == 0 or not self.marching.culls:
             return PackedSamples(ray_indices, t_starts, t_ends, origins, directions)
         with phase("culling density pass"):
-            threshold = self.effective_alpha_threshold()
-            if 0.0 < threshold < 1.0 and isinstance(density_fn, DensityRecord):  # it holds rows that can be kept
-                density_fn.drop_below(least_visible_density(threshold, t_starts, t_ends))
-            positions = (
-                origins.float()[ray_indices] + directions.float()[ray_indices] * (0.5 * (t_starts + t_ends))[:, None]
-            )
-            densities, evaluated = densities_front_to_back(
-                lambda points: evaluate_in_chunks(density_fn, points).reshape(-1).float(),
-                positions,
+            keep, counts = cull_marched(
                 ray_indices,
                 t_starts,
                 t_ends,
-                origins.shape[0],
+                origins,
+                directions,
+                density_fn,
+                self.effective_alpha_threshold(),
                 self.marching.early_stop_eps,
                 self.marching.culling_first_samples,
+                self.backend_for(origins.device),
             )
-            visible = self.visible(ray_indices, t_starts, t_ends, densities, origins.shape[0], threshold)
-            if evaluated is not None:  # kept samples are read ones by construction, whatever the sums' rounding
-                visible &= torch.zeros_like(visible).index_fill_(0, evaluated, True)
-            keep = torch.nonzero(visible).reshape(-1)
         if self.training:
-            read = slice(None) if evaluated is None else evaluated
-            alphas = 1.0 - torch.exp(-densities[read] * (t_ends[read] - t_starts[read]))
-            self._last_counts = {
-                "candidates": t_starts.numel(),
-                "evaluated": alphas.numel(),
-                "kept": keep.numel(),
-                "alpha_culled": (alphas < threshold).sum(),
-            }
-        if isinstance(density_fn, DensityRecord):
-            density_fn.keep(rows_in_call_order(keep, evaluated, t_starts.numel()))
+            self._last_counts = counts
         return PackedSamples(ray_indices[keep], t_starts[keep], t_ends[keep], origins, directions)
 
     def figures(self) -> Dict[str, float]:
@@ -442,12 +370,11 @@ class OccupancySamplerConfig(SamplerConfig):
         for the scene's device (a fallback warned about) as the model opens."""
         return self._sampler(scene.aabb.float(), scene, self._marching(scene))
 
-    def setup_blocks(self, scene: SamplerScene, cells: Float[Tensor, "k 2 3"]) -> BlockSampler:
-        """A grid per cell, each as fine as the whole box's would be per cell, all marching ``scene``'s step
-        lattice (its step from the whole box)."""
+    def setup_cells(self, scene: SamplerScene, cells: Float[Tensor, "k 2 3"]) -> List[OccupancySampler]:
+        """A grid per cell, each as fine as the whole box's would be per cell, all with the same marching options
+        (the step from the whole box)."""
         marching = self._marching(scene)
-        samplers = [self._sampler(cell, scene, marching) for cell in cells.to(scene.aabb)]
-        return BlockSampler(samplers, marching.render_step_size, scene.near_plane, scene.far_plane)
+        return [self._sampler(cell, scene, marching) for cell in cells.to(scene.aabb)]
 
     def _marching(self, scene: SamplerScene) -> MarchingOptions:
         assert self.resolution is not None, "resolve() first"

@@ -1,56 +1,43 @@
-"""BlockSampler: one sampler per cell of a spatially split scene, whose samples together are one ray's samples.
+"""BlockSampler: one occupancy sampler per cell of a spatially split scene, whose samples together are one ray's
+samples.
 
-Each cell's sampler samples the rays inside its own cell; all of them start from the same near distance per ray
-(a training jitter is drawn once, here), so occupancy marchers walk one shared step lattice and each lattice step
-lands in exactly one cell (the one holding its midpoint). The blocks' samples, sorted by ray and then by
-distance, are the samples one sampler over the whole box would give where every cell's grid has the same
-occupancy; rendering them in that order composites each ray front to back over the cells it crosses. A density
-record the caller passes hears, once, which of the points all blocks evaluated became samples.
+Each cell's sampler marches the rays inside its own cell; all of them start from the same near distance per ray
+(a training jitter is drawn once, here), so they walk one shared step lattice and each lattice step lands in
+exactly one cell (the one holding its midpoint). The blocks' candidates, sorted by ray and then by distance, are
+the candidates one sampler over the whole box would march where every cell's grid has the same occupancy. They
+are capped and culled together, as that one sampler would: a ray stops early once it is opaque, whichever cells
+made it so, and each candidate's opacity threshold is its own cell's. Rendering the kept samples in that order
+composites each ray front to back over the cells it crosses.
 """
 
 from __future__ import annotations
 
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, Optional, Sequence, Union
 
 import torch
-from jaxtyping import Float, Int
+from jaxtyping import Float
 from torch import Tensor, nn
 
 from nerfstudio_accel.ops.backends import ResolvedSamplerBackend
-from nerfstudio_accel.sampling.base import DensityFn, DensityRecord, Sampler, StateOverlay, ray_bounds
+from nerfstudio_accel.ops.packed_scan import first_samples_of_each_ray
+from nerfstudio_accel.sampling.base import DensityFn, Sampler, StateOverlay, ray_bounds
+from nerfstudio_accel.sampling.culling_pass import cull_marched
+from nerfstudio_accel.sampling.occupancy import OccupancySampler
 from nerfstudio_accel.sampling.packed import PackedSamples
-
-
-class _BlockRecord(DensityRecord):
-    """One block's view of the caller's record: points go through to it; the block's kept rows are its own
-    call-order rows, moved by ``offset`` (the points earlier blocks evaluated) when the block sampler merges."""
-
-    def __init__(self, record: DensityRecord, offset: int) -> None:
-        self.record, self.offset, self.seen = record, offset, 0
-        self.rows: Optional[Int[Tensor, " m"]] = None
-
-    def __call__(self, points: Float[Tensor, "n 3"]) -> Float[Tensor, "n 1"]:
-        self.seen += points.shape[0]
-        return self.record(points)
-
-    def drop_below(self, density: Float[Tensor, ""]) -> None:
-        """Not passed on: the caller's record holds every row (blocks name different least densities)."""
-
-    def keep(self, rows: Int[Tensor, " n_samples"]) -> None:
-        self.rows = rows + self.offset
+from nerfstudio_accel.step_phases import phase
 
 
 class BlockSampler(Sampler):
-    """``samplers[k]`` samples the part of each ray inside cell ``k``; ``jitter``: the training jitter's range
-    (world units, the marching step), drawn once per ray and shared by every block."""
+    """``samplers[k]`` marches the part of each ray inside cell ``k``, all with the same marching options; the
+    training jitter (up to one marching step) is drawn once per ray and shared by every block."""
 
-    def __init__(
-        self, samplers: Sequence[Sampler], jitter: float, near_plane: float = 0.05, far_plane: float = 1e3
-    ) -> None:
+    def __init__(self, samplers: Sequence[OccupancySampler], near_plane: float = 0.05, far_plane: float = 1e3) -> None:
         super().__init__()
         self.samplers = nn.ModuleList(samplers)
-        self.jitter, self.near_plane, self.far_plane = jitter, near_plane, far_plane
+        self.marching = samplers[0].marching
+        self.near_plane, self.far_plane = near_plane, far_plane
         self.overlay_label = f"Show occupancy grids ({len(samplers)} blocks)"
+        self._last_counts: Dict[str, Union[int, Tensor]] = {}
 
     def sample(
         self,
@@ -61,29 +48,44 @@ class BlockSampler(Sampler):
         density_fn: Optional[DensityFn] = None,
         stratified: bool = False,
     ) -> PackedSamples:
-        """Every block's samples of the rays, merged in ray order and, within a ray, front to back."""
+        """Every block's candidates of the rays, merged in ray order and, within a ray, front to back; at most
+        ``max_samples_per_ray`` per ray; then, with ``density_fn``, the visible ones (one culling pass over the
+        merged candidates)."""
         near, far = ray_bounds(origins.shape[0], self.near_plane, self.far_plane, nears, fars, origins.device)
         if stratified:
-            near = near + torch.rand_like(near) * self.jitter
-        records: List[_BlockRecord] = []
-        parts = []
-        for sampler in self.samplers:
-            block_fn = density_fn
-            if isinstance(density_fn, DensityRecord):
-                offset = records[-1].offset + records[-1].seen if records else 0
-                records.append(_BlockRecord(density_fn, offset))
-                block_fn = records[-1]
-            parts.append(sampler.sample(origins, directions, near, far, block_fn, stratified=False))
-        ray_indices = torch.cat([part.ray_indices for part in parts])
-        t_starts = torch.cat([part.t_starts for part in parts])
-        order = torch.argsort(t_starts, stable=True)
-        order = order[torch.argsort(ray_indices[order], stable=True)]
-        if records and any(record.rows is not None for record in records):
-            empty = torch.zeros(0, dtype=torch.long, device=origins.device)
-            rows = torch.cat([record.rows if record.rows is not None else empty for record in records])
-            density_fn.keep(rows[order])  # type: ignore[union-attr]
-        t_ends = torch.cat([part.t_ends for part in parts])
-        return PackedSamples(ray_indices[order], t_starts[order], t_ends[order], origins, directions)
+            near = near + torch.rand_like(near) * self.marching.render_step_size
+        with phase("marching"):
+            parts = [sampler.march(origins, directions, near, far) for sampler in self.samplers]
+            ray_indices = torch.cat([part[0] for part in parts])
+            t_starts = torch.cat([part[1] for part in parts])
+            blocks = torch.cat([torch.full_like(part[0], k) for k, part in enumerate(parts)])
+            order = torch.argsort(t_starts, stable=True)
+            order = order[torch.argsort(ray_indices[order], stable=True)]
+            if self.marching.max_samples_per_ray is not None and order.numel() > 0:
+                order = order[first_samples_of_each_ray(ray_indices[order], self.marching.max_samples_per_ray)]
+            t_ends = torch.cat([part[2] for part in parts])[order]
+            ray_indices, t_starts, blocks = ray_indices[order], t_starts[order], blocks[order]
+        if density_fn is None or t_starts.numel() == 0 or not self.marching.culls:
+            return PackedSamples(ray_indices, t_starts, t_ends, origins, directions)
+        with phase("culling density pass"):
+            thresholds = [sampler.effective_alpha_threshold() for sampler in self.samplers]
+            keep, counts = cull_marched(
+                ray_indices,
+                t_starts,
+                t_ends,
+                origins,
+                directions,
+                density_fn,
+                thresholds[0]
+                if len(set(thresholds)) == 1
+                else torch.tensor(thresholds, device=t_starts.device)[blocks],
+                self.marching.early_stop_eps,
+                self.marching.culling_first_samples,
+                self.backend_for(origins.device),
+            )
+        if self.training:
+            self._last_counts = counts
+        return PackedSamples(ray_indices[keep], t_starts[keep], t_ends[keep], origins, directions)
 
     def update(self, step: int, density_fn: DensityFn) -> None:
         """Every block's own update (a block's grid asks ``density_fn`` only about points in its cell)."""
@@ -91,13 +93,12 @@ class BlockSampler(Sampler):
             sampler.update(step, density_fn)
 
     def figures(self) -> Dict[str, float]:
-        """The blocks' sample counts summed; fractions averaged."""
-        figures: Dict[str, float] = {}
-        for sampler in self.samplers:
-            for name, value in sampler.figures().items():
-                figures[name] = figures.get(name, 0.0) + value
+        """The last training sampling's counts over every block (``candidates``, ``evaluated``, ``kept``,
+        ``alpha_culled``) and the blocks' mean ``occupied_fraction``."""
+        fractions = [sampler.occupied_fraction() for sampler in self.samplers]
         return {
-            name: value / len(self.samplers) if name.endswith("fraction") else value for name, value in figures.items()
+            **{name: float(count) for name, count in self._last_counts.items()},
+            "occupied_fraction": sum(fractions) / len(fractions),
         }
 
     def state_version(self) -> Optional[int]:

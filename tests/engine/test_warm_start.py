@@ -222,3 +222,23 @@ def test_a_path_without_checkpoint_is_refused_in_one_line(tiny_scene, tmp_path):
         checkpoint_of(tmp_path)
     message = str(refused.value)
     assert "\n" not in message and str(tmp_path) in message and "init-from" in message
+
+
+def test_a_run_in_another_number_of_blocks_is_refused_in_one_line(tiny_scene, source_run, tmp_path):
+    run_folder, _ = source_run
+    with pytest.raises(SystemExit) as exited:
+        make_trainer(tiny_scene, tmp_path / "run", pipeline={"spatial_blocks": 2}, model={"init_from": run_folder})
+    message = str(exited.value)
+    assert message.startswith("error: ") and "\n" not in message
+    assert "in 1 spatial block(s) and this run has 2" in message and "--pipeline.spatial-blocks 2" in message
+
+
+def test_a_run_in_as_many_blocks_loads_every_tensor(tiny_scene, tmp_path, capsys):
+    source = train_run(tiny_scene, tmp_path / "source", pipeline={"spatial_blocks": 2})
+    source_state = torch.load(checkpoint_of(source), map_location="cpu")["pipeline"]
+    trainer = make_trainer(tiny_scene, tmp_path / "run", pipeline={"spatial_blocks": 2}, model={"init_from": source})
+    state = trainer.pipeline.model.state_dict()
+    assert any(name.startswith("field.fields.1.") for name in state)
+    for name, tensor in state.items():
+        assert torch.equal(tensor, source_state[f"_model.{name}"]), name
+    assert "not carried" not in console(capsys)

@@ -8,7 +8,7 @@ import torch
 
 from accel_test_helpers import full_grid_sampler
 from nerfstudio_accel.fields.density_pass_record import DensityPassRecord
-from nerfstudio_accel.sampling import occupancy
+from nerfstudio_accel.sampling import culling_pass
 
 AABB = torch.tensor([-1.0, -1.0, -1.0, 1.0, 1.0, 1.0])
 
@@ -49,7 +49,7 @@ def test_the_record_holds_only_rows_that_can_survive(first_samples, chunk, warme
     them call by call, holding fewer rows than candidates (all of them before the grid's warm-up, when nothing is
     culled by opacity), and the kept samples' rows still name their own encodings and density heads."""
     if chunk is not None:
-        monkeypatch.setitem(occupancy.DENSITY_CHUNK, "cpu", chunk)
+        monkeypatch.setitem(culling_pass.DENSITY_CHUNK, "cpu", chunk)
     sampler = full_grid_sampler(AABB, warmed_up, render_step_size=0.02, culling_first_samples=first_samples)
     field = BallField()
     record = DensityPassRecord(field, keep_heads=True)

@@ -20,7 +20,6 @@ from nerfstudio_accel.sampling.occupancy import (
     MarchingOptions,
     OccupancySampler,
     OccupancySamplerConfig,
-    evaluate_in_chunks,
 )
 
 AABB = torch.tensor([-1.0, -1.0, -1.0, 1.0, 1.0, 1.0])
@@ -336,20 +335,6 @@ def test_update_after_warmup_draws_a_quarter_and_the_occupied_cells_from_the_ste
     assert torch.equal(cells[:, 0] * 64 + cells[:, 1] * 8 + cells[:, 2], ids)  # each point lies in its cell
     sampler.grid.binaries[0] = True  # 512 occupied: capped at the quarter, 128 of them
     assert sampler._update_points(False, torch.Generator().manual_seed(300))[0].numel() == 256
-
-
-def test_evaluate_in_chunks_equals_single_call():
-    """Chunked evaluation returns the single-call result and never passes more than ``chunk`` points."""
-    points = torch.rand(50, 3, generator=torch.Generator().manual_seed(5))
-    batch_sizes = []
-
-    def recording_density(x):
-        batch_sizes.append(x.shape[0])
-        return gaussian_blob_density(x)
-
-    chunked = evaluate_in_chunks(recording_density, points, chunk=7)
-    assert torch.equal(chunked, gaussian_blob_density(points))
-    assert max(batch_sizes) <= 7 and sum(batch_sizes) == 50
 
 
 def _probe_with_backend_module(monkeypatch, compiled_ops):

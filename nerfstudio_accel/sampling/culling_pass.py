@@ -1,0 +1,106 @@
+"""The culling density pass: which marched candidates a ray can show, from the field's densities at them.
+
+A candidate is kept when the transmittance before it is at least ``early_stop_eps`` and its opacity at least an
+alpha threshold. The threshold may differ per candidate: the cells of a split scene each cap it by their own
+grid's occupancy, while early stopping runs over a whole ray, across every cell it crosses.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Callable, Dict, Optional, Tuple, Union
+
+import torch
+from jaxtyping import Float, Int
+from torch import Tensor
+
+from nerfstudio_accel.ops.volume_rendering import render_visibility_from_density
+from nerfstudio_accel.sampling.base import DensityFn, DensityRecord
+from nerfstudio_accel.sampling.front_to_back_culling import densities_front_to_back, rows_in_call_order
+
+DENSITY_CHUNK = {"cpu": 1 << 16}
+"""Points per no-grad density evaluation (grid updates and culling) by device type, bounding peak memory;
+other devices take :data:`DENSITY_CHUNK_ACCELERATOR` (~0.5 GB of activations for accel-ngp's field):
+each chunk is a few hundred kernel launches."""
+DENSITY_CHUNK_ACCELERATOR = 1 << 20
+
+AlphaThreshold = Union[float, Float[Tensor, " n_samples"]]
+"""One opacity threshold for every candidate, or one per candidate."""
+
+
+def least_visible_density(
+    alpha_threshold: float, t_starts: Float[Tensor, " n"], t_ends: Float[Tensor, " n"]
+) -> Float[Tensor, ""]:
+    """Half the least density with which any of these intervals reaches ``alpha_threshold`` opacity,
+    ``-log(1 - threshold) / max(t_end - t_start) / 2``: a sample under it is culled by opacity whatever its
+    interval (the half leaves room for float rounding)."""
+    return -math.log1p(-alpha_threshold) / (t_ends - t_starts).max() / 2
+
+
+def evaluate_in_chunks(
+    fn: Callable[[Float[Tensor, "n 3"]], Tensor], points: Float[Tensor, "n 3"], chunk: Optional[int] = None
+) -> Tensor:
+    """``fn`` (e.g. a density function, ``(n, 3) -> (n, k)``) over ``points`` in slices of ``chunk`` (by
+    default :data:`DENSITY_CHUNK` for the points' device), in order (no-grad callers: memory stays bounded)."""
+    if chunk is None:
+        chunk = DENSITY_CHUNK.get(points.device.type, DENSITY_CHUNK_ACCELERATOR)
+    if points.shape[0] <= chunk:
+        return fn(points)
+    return torch.cat([fn(points[i : i + chunk]) for i in range(0, points.shape[0], chunk)])
+
+
+@torch.no_grad()
+def cull_marched(
+    ray_indices: Int[Tensor, " n"],
+    t_starts: Float[Tensor, " n"],
+    t_ends: Float[Tensor, " n"],
+    origins: Float[Tensor, "n_rays 3"],
+    directions: Float[Tensor, "n_rays 3"],
+    density_fn: DensityFn,
+    alpha_threshold: AlphaThreshold,
+    early_stop_eps: float,
+    first_samples: int,
+    backend: str,
+) -> Tuple[Int[Tensor, " k"], Dict[str, Union[int, Tensor]]]:
+    """The kept candidates' indices among ray-sorted, front-to-back packed candidates, and the pass's counts
+    (``candidates``, ``evaluated``, ``kept``, ``alpha_culled``; a tensor where reading it would sync).
+
+    ``first_samples`` > 0 reads densities in front-to-back rounds (:func:`densities_front_to_back`); ``backend``
+    scans the visibility. A :class:`~nerfstudio_accel.sampling.base.DensityRecord` is first told the
+    :func:`least_visible_density` (of the smallest threshold), then the kept candidates' rows in its call order."""
+    per_sample = isinstance(alpha_threshold, Tensor)
+    least = float(alpha_threshold.min()) if per_sample and alpha_threshold.numel() else alpha_threshold
+    if isinstance(density_fn, DensityRecord) and 0.0 < least < 1.0:  # it holds rows that can be kept
+        density_fn.drop_below(least_visible_density(least, t_starts, t_ends))
+    positions = origins.float()[ray_indices] + directions.float()[ray_indices] * (0.5 * (t_starts + t_ends))[:, None]
+    densities, evaluated = densities_front_to_back(
+        lambda points: evaluate_in_chunks(density_fn, points).reshape(-1).float(),
+        positions,
+        ray_indices,
+        t_starts,
+        t_ends,
+        origins.shape[0],
+        early_stop_eps,
+        first_samples,
+    )
+    scalar_threshold = 0.0 if per_sample else float(alpha_threshold)
+    visible = render_visibility_from_density(
+        t_starts, t_ends, densities, ray_indices, origins.shape[0], early_stop_eps, scalar_threshold, backend
+    )
+    alphas = 1.0 - torch.exp(-densities * (t_ends - t_starts))
+    if per_sample:
+        visible &= alphas >= alpha_threshold
+    if evaluated is not None:  # kept samples are read ones by construction, whatever the sums' rounding
+        visible &= torch.zeros_like(visible).index_fill_(0, evaluated, True)
+    keep = torch.nonzero(visible).reshape(-1)
+    read = slice(None) if evaluated is None else evaluated
+    read_thresholds = alpha_threshold[read] if per_sample else alpha_threshold
+    counts = {
+        "candidates": t_starts.numel(),
+        "evaluated": alphas[read].numel(),
+        "kept": keep.numel(),
+        "alpha_culled": (alphas[read] < read_thresholds).sum(),
+    }
+    if isinstance(density_fn, DensityRecord):
+        density_fn.keep(rows_in_call_order(keep, evaluated, t_starts.numel()))
+    return keep, counts
