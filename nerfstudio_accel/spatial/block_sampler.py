@@ -21,7 +21,7 @@ from torch import Tensor, nn
 from nerfstudio_accel.ops.backends import ResolvedSamplerBackend
 from nerfstudio_accel.ops.packed_scan import first_samples_of_each_ray
 from nerfstudio_accel.sampling.base import DensityFn, Sampler, StateOverlay, ray_bounds
-from nerfstudio_accel.sampling.culling_pass import cull_marched
+from nerfstudio_accel.sampling.culling_pass import AlphaThreshold, cull_marched
 from nerfstudio_accel.sampling.occupancy import OccupancySampler
 from nerfstudio_accel.sampling.packed import PackedSamples
 from nerfstudio_accel.step_phases import phase
@@ -69,6 +69,9 @@ class BlockSampler(Sampler):
             return PackedSamples(ray_indices, t_starts, t_ends, origins, directions)
         with phase("culling density pass"):
             thresholds = [sampler.effective_alpha_threshold() for sampler in self.samplers]
+            alpha_threshold: AlphaThreshold = thresholds[0]
+            if len(set(thresholds)) > 1:  # each candidate culled by its own cell's threshold
+                alpha_threshold = torch.tensor(thresholds, device=t_starts.device)[blocks]
             keep, counts = cull_marched(
                 ray_indices,
                 t_starts,
@@ -76,9 +79,7 @@ class BlockSampler(Sampler):
                 origins,
                 directions,
                 density_fn,
-                thresholds[0]
-                if len(set(thresholds)) == 1
-                else torch.tensor(thresholds, device=t_starts.device)[blocks],
+                alpha_threshold,
                 self.marching.early_stop_eps,
                 self.marching.culling_first_samples,
                 self.backend_for(origins.device),
