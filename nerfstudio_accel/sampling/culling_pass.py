@@ -8,6 +8,7 @@ grid's occupancy, while early stopping runs over a whole ray, across every cell 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Callable, Dict, Optional, Tuple, Union
 
 import torch
@@ -24,7 +25,18 @@ other devices take :data:`DENSITY_CHUNK_ACCELERATOR` (~0.5 GB of activations for
 each chunk is a few hundred kernel launches."""
 DENSITY_CHUNK_ACCELERATOR = 1 << 20
 
-AlphaThreshold = Union[float, Float[Tensor, " n_samples"]]
+
+@dataclass
+class ThresholdPerCandidate:
+    """An opacity threshold per candidate (a split scene's cells each cap their own)."""
+
+    values: Float[Tensor, " n_samples"]
+    """On the candidates' device; 0 culls nothing by opacity."""
+    least: float
+    """The least of them, held on the host (a lower bound will do: the record then holds a few more rows)."""
+
+
+AlphaThreshold = Union[float, ThresholdPerCandidate]
 """One opacity threshold for every candidate, or one per candidate."""
 
 
@@ -68,8 +80,8 @@ def cull_marched(
     ``first_samples`` > 0 reads densities in front-to-back rounds (:func:`densities_front_to_back`); ``backend``
     scans the visibility. A :class:`~nerfstudio_accel.sampling.base.DensityRecord` is first told the
     :func:`least_visible_density` (of the smallest threshold), then the kept candidates' rows in its call order."""
-    per_sample = isinstance(alpha_threshold, Tensor)
-    least = float(alpha_threshold.min()) if per_sample and alpha_threshold.numel() else alpha_threshold
+    per_candidate = isinstance(alpha_threshold, ThresholdPerCandidate)
+    least = alpha_threshold.least if per_candidate else alpha_threshold
     if isinstance(density_fn, DensityRecord) and 0.0 < least < 1.0:  # it holds rows that can be kept
         density_fn.drop_below(least_visible_density(least, t_starts, t_ends))
     positions = origins.float()[ray_indices] + directions.float()[ray_indices] * (0.5 * (t_starts + t_ends))[:, None]
@@ -83,23 +95,29 @@ def cull_marched(
         early_stop_eps,
         first_samples,
     )
-    scalar_threshold = 0.0 if per_sample else float(alpha_threshold)
+    thresholds = alpha_threshold.values if per_candidate else alpha_threshold
     visible = render_visibility_from_density(
-        t_starts, t_ends, densities, ray_indices, origins.shape[0], early_stop_eps, scalar_threshold, backend
+        t_starts,
+        t_ends,
+        densities,
+        ray_indices,
+        origins.shape[0],
+        early_stop_eps,
+        0.0 if per_candidate else least,
+        backend,
     )
     alphas = 1.0 - torch.exp(-densities * (t_ends - t_starts))
-    if per_sample:
-        visible &= alphas >= alpha_threshold
+    if per_candidate:  # a threshold of 0 keeps what the transmittance keeps, as the scalar 0 does
+        visible &= (alphas >= thresholds) | (thresholds <= 0.0)
     if evaluated is not None:  # kept samples are read ones by construction, whatever the sums' rounding
         visible &= torch.zeros_like(visible).index_fill_(0, evaluated, True)
     keep = torch.nonzero(visible).reshape(-1)
     read = slice(None) if evaluated is None else evaluated
-    read_thresholds = alpha_threshold[read] if per_sample else alpha_threshold
     counts = {
         "candidates": t_starts.numel(),
-        "evaluated": alphas[read].numel(),
+        "evaluated": t_starts.numel() if evaluated is None else evaluated.numel(),
         "kept": keep.numel(),
-        "alpha_culled": (alphas[read] < read_thresholds).sum(),
+        "alpha_culled": (alphas[read] < (thresholds[read] if per_candidate else thresholds)).sum(),
     }
     if isinstance(density_fn, DensityRecord):
         density_fn.keep(rows_in_call_order(keep, evaluated, t_starts.numel()))

@@ -12,7 +12,7 @@ composites each ray front to back over the cells it crosses.
 
 from __future__ import annotations
 
-from typing import Dict, Optional, Sequence, Union
+from typing import Dict, Optional, Sequence, Tuple, Union
 
 import torch
 from jaxtyping import Float
@@ -21,7 +21,7 @@ from torch import Tensor, nn
 from nerfstudio_accel.ops.backends import ResolvedSamplerBackend
 from nerfstudio_accel.ops.packed_scan import first_samples_of_each_ray
 from nerfstudio_accel.sampling.base import DensityFn, Sampler, StateOverlay, ray_bounds
-from nerfstudio_accel.sampling.culling_pass import AlphaThreshold, cull_marched
+from nerfstudio_accel.sampling.culling_pass import AlphaThreshold, ThresholdPerCandidate, cull_marched
 from nerfstudio_accel.sampling.occupancy import OccupancySampler
 from nerfstudio_accel.sampling.packed import PackedSamples
 from nerfstudio_accel.step_phases import phase
@@ -38,6 +38,7 @@ class BlockSampler(Sampler):
         self.near_plane, self.far_plane = near_plane, far_plane
         self.overlay_label = f"Show occupancy grids ({len(samplers)} blocks)"
         self._last_counts: Dict[str, Union[int, Tensor]] = {}
+        self._thresholds: Optional[Tuple[Tuple[Tuple[float, ...], torch.device], Tensor]] = None
 
     def sample(
         self,
@@ -68,10 +69,12 @@ class BlockSampler(Sampler):
         if density_fn is None or t_starts.numel() == 0 or not self.marching.culls:
             return PackedSamples(ray_indices, t_starts, t_ends, origins, directions)
         with phase("culling density pass"):
-            thresholds = [sampler.effective_alpha_threshold() for sampler in self.samplers]
+            thresholds = tuple(sampler.effective_alpha_threshold() for sampler in self.samplers)
             alpha_threshold: AlphaThreshold = thresholds[0]
             if len(set(thresholds)) > 1:  # each candidate culled by its own cell's threshold
-                alpha_threshold = torch.tensor(thresholds, device=t_starts.device)[blocks]
+                alpha_threshold = ThresholdPerCandidate(
+                    self._cell_thresholds(thresholds, blocks.device)[blocks], min(thresholds)
+                )
             keep, counts = cull_marched(
                 ray_indices,
                 t_starts,
@@ -87,6 +90,12 @@ class BlockSampler(Sampler):
         if self.training:
             self._last_counts = counts
         return PackedSamples(ray_indices[keep], t_starts[keep], t_ends[keep], origins, directions)
+
+    def _cell_thresholds(self, thresholds: Tuple[float, ...], device: torch.device) -> Float[Tensor, " k"]:
+        """The cells' thresholds on ``device``, copied there again only when they change (after grid updates)."""
+        if self._thresholds is None or self._thresholds[0] != (thresholds, device):
+            self._thresholds = ((thresholds, device), torch.tensor(thresholds).to(device))
+        return self._thresholds[1]
 
     def update(self, step: int, density_fn: DensityFn) -> None:
         """Every block's own update (a block's grid asks ``density_fn`` only about points in its cell)."""

@@ -6,7 +6,7 @@ from __future__ import annotations
 import torch
 
 from nerfstudio_accel.ops._torch_impl import render_transmittance_from_density
-from nerfstudio_accel.sampling.culling_pass import cull_marched, evaluate_in_chunks
+from nerfstudio_accel.sampling.culling_pass import ThresholdPerCandidate, cull_marched, evaluate_in_chunks
 
 
 def blob(points: torch.Tensor) -> torch.Tensor:
@@ -34,7 +34,7 @@ def culled(alpha_threshold, early_stop_eps: float = 1e-4):
 
 def test_one_threshold_per_candidate_is_the_scalar_threshold_where_they_agree():
     keep, counts = culled(0.01)
-    per_candidate, per_counts = culled(torch.full((8000,), 0.01))
+    per_candidate, per_counts = culled(ThresholdPerCandidate(torch.full((8000,), 0.01), 0.01))
     assert torch.equal(keep, per_candidate)
     assert int(counts["alpha_culled"]) == int(per_counts["alpha_culled"]) > 0
 
@@ -42,7 +42,7 @@ def test_one_threshold_per_candidate_is_the_scalar_threshold_where_they_agree():
 def test_each_candidate_is_culled_by_its_own_threshold_and_stopping_by_the_whole_ray():
     ray_indices, t_starts, t_ends, origins, directions = candidates()
     thresholds = torch.where(t_starts < 1.1, 0.0, 0.05)  # the front culls nothing by opacity
-    keep, _ = culled(thresholds)
+    keep, _ = culled(ThresholdPerCandidate(thresholds, 0.0))
     positions = origins[ray_indices] + directions[ray_indices] * (0.5 * (t_starts + t_ends))[:, None]
     densities = blob(positions).reshape(-1)
     transmittance, alphas = render_transmittance_from_density(t_starts, t_ends, densities, ray_indices, 40)

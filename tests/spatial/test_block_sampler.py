@@ -14,12 +14,13 @@ from nerfstudio.data.scene_box import SceneBox
 from nerfstudio_accel.data.scene_checks import SceneFacts
 from nerfstudio_accel.errors import ConfigError
 from nerfstudio_accel.methods import accel_ngp
+from nerfstudio_accel.ops._torch_impl import render_transmittance_from_density
 from nerfstudio_accel.sampling.base import DensityRecord, SamplerScene
 from nerfstudio_accel.sampling.occupancy import OccupancySamplerConfig
 from nerfstudio_accel.sampling.proposal import ProposalSamplerConfig
 from nerfstudio_accel.spatial.block_field import BlockFields
 from nerfstudio_accel.spatial.block_sampler import BlockSampler
-from nerfstudio_accel.spatial.cells import kd_cells
+from nerfstudio_accel.spatial.cells import cell_of, kd_cells
 
 BOX = torch.tensor([[-1.0, -1.0, -1.0], [1.0, 1.0, 1.0]])
 
@@ -106,6 +107,38 @@ def test_the_record_hears_the_rows_of_every_blocks_kept_samples():
     expected = without_transmittance_culling[0].sample(origins, directions, density_fn=ball)
     actual = without_transmittance_culling[1].sample(origins, directions, density_fn=ball)
     assert torch.equal(actual.t_starts, expected.t_starts), "alpha culling is per sample: the same survivors"
+
+
+class FloorRecording(Recording):
+    """A record that holds the least density :meth:`drop_below` names."""
+
+    def drop_below(self, density):
+        self.floor = float(density)
+
+
+@pytest.mark.parametrize("rounds", [0, 4])
+def test_each_cell_culls_by_its_own_threshold_and_the_record_keeps_every_kept_row(rounds):
+    """Cells whose grids differ in mean occupancy cap the opacity threshold differently (0.002, 0.01, 0.005); the
+    survivors are the whole box's candidates with the transmittance of the whole ray and the threshold of their
+    cell, and no kept row lies under the least density the record was told."""
+    whole, split = samplers(3, culling_first_samples=rounds)
+    for sampler, occupancy in zip(split.samplers, (0.002, 1.0, 0.005)):
+        sampler.grid.occs.fill_(occupancy)
+    origins, directions = rays(seed=3)
+    record = FloorRecording()
+    samples = split.sample(origins, directions, density_fn=record)
+    ray_indices, t_starts, t_ends = whole.march(origins, directions)
+    positions = origins[ray_indices] + directions[ray_indices] * (0.5 * (t_starts + t_ends))[:, None]
+    transmittance, alphas = render_transmittance_from_density(
+        t_starts, t_ends, ball(positions).reshape(-1), ray_indices, origins.shape[0]
+    )
+    thresholds = torch.tensor([0.002, 0.01, 0.005])[cell_of(positions, kd_cells(BOX, 3))]
+    kept = (transmittance >= 1e-4) & (alphas >= thresholds)
+    assert torch.equal(samples.t_starts, t_starts[kept]) and torch.equal(samples.ray_indices, ray_indices[kept])
+    assert bool(((alphas < 0.01) & (alphas >= thresholds) & kept).any()), "kept under the common threshold"
+    seen = torch.cat(record.points)
+    assert torch.allclose(seen[record.rows], samples.positions)
+    assert float(ball(seen[record.rows]).min()) >= record.floor > 0
 
 
 def models(**model_options):
