@@ -43,7 +43,7 @@ from nerfstudio_accel.sampling.base import (
     StateOverlay,
     ray_bounds,
 )
-from nerfstudio_accel.sampling.culling_pass import cull_marched, evaluate_in_chunks
+from nerfstudio_accel.sampling.culling_pass import AlphaThreshold, cull_marched, evaluate_in_chunks
 from nerfstudio_accel.sampling.packed import PackedSamples
 from nerfstudio_accel.step_phases import phase
 
@@ -75,6 +75,37 @@ class MarchingOptions:
     def culls(self) -> bool:
         """Whether any culling is asked for."""
         return self.alpha_threshold > 0.0 or self.early_stop_eps > 0.0
+
+
+def visible_samples(
+    ray_indices: Int[Tensor, " n"],
+    t_starts: Float[Tensor, " n"],
+    t_ends: Float[Tensor, " n"],
+    origins: Float[Tensor, "n_rays 3"],
+    directions: Float[Tensor, "n_rays 3"],
+    density_fn: Optional[DensityFn],
+    alpha_threshold: AlphaThreshold,
+    marching: MarchingOptions,
+    backend: str,
+) -> Tuple[PackedSamples, Optional[Dict[str, Union[int, Tensor]]]]:
+    """The ray-sorted candidates the culling pass keeps (:func:`~nerfstudio_accel.sampling.culling_pass.cull_marched`)
+    and its counts; every candidate and no counts without ``density_fn``, candidates or culling asked for."""
+    if density_fn is None or t_starts.numel() == 0 or not marching.culls:
+        return PackedSamples(ray_indices, t_starts, t_ends, origins, directions), None
+    with phase("culling density pass"):
+        keep, counts = cull_marched(
+            ray_indices,
+            t_starts,
+            t_ends,
+            origins,
+            directions,
+            density_fn,
+            alpha_threshold,
+            marching.early_stop_eps,
+            marching.culling_first_samples,
+            backend,
+        )
+    return PackedSamples(ray_indices[keep], t_starts[keep], t_ends[keep], origins, directions), counts
 
 
 @dataclass
@@ -286,24 +317,20 @@ class OccupancySampler(Sampler):
         device read here)."""
         with phase("marching"):
             ray_indices, t_starts, t_ends = self.march(origins, directions, nears, fars, stratified)
-        if density_fn is None or t_starts.numel() == 0 or not self.marching.culls:
-            return PackedSamples(ray_indices, t_starts, t_ends, origins, directions)
-        with phase("culling density pass"):
-            keep, counts = cull_marched(
-                ray_indices,
-                t_starts,
-                t_ends,
-                origins,
-                directions,
-                density_fn,
-                self.effective_alpha_threshold(),
-                self.marching.early_stop_eps,
-                self.marching.culling_first_samples,
-                self.backend_for(origins.device),
-            )
-        if self.training:
+        samples, counts = visible_samples(
+            ray_indices,
+            t_starts,
+            t_ends,
+            origins,
+            directions,
+            density_fn,
+            self.effective_alpha_threshold(),
+            self.marching,
+            self.backend_for(origins.device),
+        )
+        if self.training and counts is not None:
             self._last_counts = counts
-        return PackedSamples(ray_indices[keep], t_starts[keep], t_ends[keep], origins, directions)
+        return samples
 
     def figures(self) -> Dict[str, float]:
         """The last training sampling's ``candidates`` (marched), ``evaluated``, ``kept`` (after culling) and

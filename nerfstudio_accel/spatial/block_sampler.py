@@ -21,8 +21,8 @@ from torch import Tensor, nn
 from nerfstudio_accel.ops.backends import ResolvedSamplerBackend
 from nerfstudio_accel.ops.packed_scan import first_samples_of_each_ray
 from nerfstudio_accel.sampling.base import DensityFn, Sampler, StateOverlay, ray_bounds
-from nerfstudio_accel.sampling.culling_pass import AlphaThreshold, ThresholdPerCandidate, cull_marched
-from nerfstudio_accel.sampling.occupancy import OccupancySampler
+from nerfstudio_accel.sampling.culling_pass import AlphaThreshold, ThresholdPerCandidate
+from nerfstudio_accel.sampling.occupancy import OccupancySampler, visible_samples
 from nerfstudio_accel.sampling.packed import PackedSamples
 from nerfstudio_accel.step_phases import phase
 
@@ -66,30 +66,26 @@ class BlockSampler(Sampler):
                 order = order[first_samples_of_each_ray(ray_indices[order], self.marching.max_samples_per_ray)]
             t_ends = torch.cat([part[2] for part in parts])[order]
             ray_indices, t_starts, blocks = ray_indices[order], t_starts[order], blocks[order]
-        if density_fn is None or t_starts.numel() == 0 or not self.marching.culls:
-            return PackedSamples(ray_indices, t_starts, t_ends, origins, directions)
-        with phase("culling density pass"):
-            thresholds = tuple(sampler.effective_alpha_threshold() for sampler in self.samplers)
-            alpha_threshold: AlphaThreshold = thresholds[0]
-            if len(set(thresholds)) > 1:  # each candidate culled by its own cell's threshold
-                alpha_threshold = ThresholdPerCandidate(
-                    self._cell_thresholds(thresholds, blocks.device)[blocks], min(thresholds)
-                )
-            keep, counts = cull_marched(
-                ray_indices,
-                t_starts,
-                t_ends,
-                origins,
-                directions,
-                density_fn,
-                alpha_threshold,
-                self.marching.early_stop_eps,
-                self.marching.culling_first_samples,
-                self.backend_for(origins.device),
+        thresholds = tuple(sampler.effective_alpha_threshold() for sampler in self.samplers)
+        alpha_threshold: AlphaThreshold = thresholds[0]
+        if len(set(thresholds)) > 1:  # each candidate culled by its own cell's threshold
+            alpha_threshold = ThresholdPerCandidate(
+                self._cell_thresholds(thresholds, blocks.device)[blocks], min(thresholds)
             )
-        if self.training:
+        samples, counts = visible_samples(
+            ray_indices,
+            t_starts,
+            t_ends,
+            origins,
+            directions,
+            density_fn,
+            alpha_threshold,
+            self.marching,
+            self.backend_for(origins.device),
+        )
+        if self.training and counts is not None:
             self._last_counts = counts
-        return PackedSamples(ray_indices[keep], t_starts[keep], t_ends[keep], origins, directions)
+        return samples
 
     def _cell_thresholds(self, thresholds: Tuple[float, ...], device: torch.device) -> Float[Tensor, " k"]:
         """The cells' thresholds on ``device``, copied there again only when they change (after grid updates)."""
