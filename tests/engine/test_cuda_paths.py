@@ -19,7 +19,7 @@ def test_fp16_mined_training_survives_an_empty_step(tiny_scene, tmp_path):
     """accel-ngp on CUDA with --precision auto (fp16 + GradScaler) and hard mining: a step that marches no
     sample leaves the scale alone, ordinary steps log it, and losses stay finite."""
     torch.manual_seed(0)
-    trainer = make_trainer(tiny_scene, tmp_path, device="cuda")
+    trainer = make_trainer(tiny_scene, tmp_path, device="cuda", pipeline={"hard_mining": True})
     assert trainer.precision == "fp16" and trainer.grad_scaler.is_enabled()
     losses = run_steps(trainer, 0, 20)
     assert all(math.isfinite(loss) for loss in losses)

@@ -16,6 +16,7 @@ from nerfstudio.data.dataparsers.blender_dataparser import BlenderDataParserConf
 from accel_test_helpers import make_trainer, run_steps
 from nerfstudio_accel.bench.evaluation import evaluate_views
 from nerfstudio_accel.bench.memory import saved_tensor_bytes
+from nerfstudio_accel.data.scene_checks import SceneFacts
 from nerfstudio_accel.engine.build import build_trainer_config
 from nerfstudio_accel.engine.trainer import training_step
 from nerfstudio_accel.methods import accel_ngp
@@ -454,9 +455,9 @@ def test_hard_mining_learns_as_much_per_step_as_ordinary_training(learning_scene
 def test_auto_mining_is_the_measured_default_for_the_sampler_and_config_yml_holds_it(
     tiny_scene, tmp_path, sampler, mines
 ):
-    """--pipeline.hard-mining auto resolves from the model and its sampler (on with the occupancy grid, off
-    with the proposal fields: docs/hard_mining.md) into a plain True/False in config.yml; an explicit
-    choice is kept."""
+    """--pipeline.hard-mining auto resolves from the model and its sampler (on a CPU: on with the occupancy grid,
+    off with the proposal fields; off on CUDA: docs/hard_mining.md) into a plain True/False in config.yml; an
+    explicit choice is kept."""
     assert accel_ngp.config.pipeline.hard_mining == "auto"
 
     def with_sampler(config) -> None:
@@ -467,6 +468,7 @@ def test_auto_mining_is_the_measured_default_for_the_sampler_and_config_yml_hold
         "accel-ngp", tiny_scene, "cpu", BlenderDataParserConfig(), output_dir=tmp_path, configure=with_sampler
     )
     assert config.pipeline.hard_mining is mines
+    assert not config.pipeline.model.hard_mining_pays("cuda", SceneFacts(bounded=True, images_have_alpha=True))
     config.save_config()
     assert f"hard_mining: {str(mines).lower()}" in (config.get_base_dir() / "config.yml").read_text()
     explicit = build_trainer_config(
