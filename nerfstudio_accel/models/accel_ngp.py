@@ -274,7 +274,9 @@ class AccelNGPModel(AccelModel):
             cells = kd_cells(aabb, cfg.spatial_blocks)
             block_table = cfg.log2_hashmap_size - int(math.log2(cfg.spatial_blocks))
             self.field = BlockFields([hash_grid_field(cell, block_table) for cell in cells], cells)
-            self.sampler = BlockSampler(cfg.sampler_config().setup_cells(scene, cells), cfg.near_plane, cfg.far_plane)
+            self.sampler = BlockSampler(
+                cfg.sampler_config().setup_cells(scene, cells), cells, cfg.near_plane, cfg.far_plane
+            )
         self.camera_optimizer = cfg.camera_optimizer.setup(num_cameras=self.num_train_data, device="cpu")
         self.image_metrics = ImageMetrics()
         self.finished_run_viewer = FinishedRunViewer()  # nerfstudio's Viewer sets it up (ns-viewer's page)

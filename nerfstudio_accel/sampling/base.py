@@ -110,6 +110,11 @@ class Sampler(nn.Module, ABC):
         """Figures of the last training sampling for the viewer (reading them waits for the device)."""
         return {}
 
+    def cell_boxes(self) -> Optional[Float[Tensor, "k 2 3"]]:
+        """The cells of a spatially split scene, ``(min corner, max corner)`` boxes on the CPU, which the viewer
+        outlines; None for a sampler over one box."""
+        return None
+
     overlay_label = "Show samples (centre ray)"
     """The viewer's toggle for this sampler's overlay: its state (:meth:`state_overlay`) where it has one, else
     its samples on the centre ray of the page's view."""

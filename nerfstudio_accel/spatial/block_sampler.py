@@ -24,16 +24,31 @@ from nerfstudio_accel.sampling.base import DensityFn, Sampler, StateOverlay, ray
 from nerfstudio_accel.sampling.culling_pass import AlphaThreshold, ThresholdPerCandidate
 from nerfstudio_accel.sampling.occupancy import OccupancySampler, visible_samples
 from nerfstudio_accel.sampling.packed import PackedSamples
+from nerfstudio_accel.spatial.cells import cell_of
 from nerfstudio_accel.step_phases import phase
+
+SAMPLES_PER_RAY_OF_BLOCK = "samples_per_ray_block_"
+"""The prefix of :meth:`BlockSampler.figures`' per-block samples per ray; the block's index follows."""
 
 
 class BlockSampler(Sampler):
-    """``samplers[k]`` marches the part of each ray inside cell ``k``, all with the same marching options; the
-    training jitter (up to one marching step) is drawn once per ray and shared by every block."""
+    """``samplers[k]`` marches the part of each ray inside ``cells[k]`` (``(k, 2, 3)`` boxes), all with the same
+    marching options; the training jitter (up to one marching step) is drawn once per ray and shared by every
+    block."""
 
-    def __init__(self, samplers: Sequence[OccupancySampler], near_plane: float = 0.05, far_plane: float = 1e3) -> None:
+    def __init__(
+        self,
+        samplers: Sequence[OccupancySampler],
+        cells: Float[Tensor, "k 2 3"],
+        near_plane: float = 0.05,
+        far_plane: float = 1e3,
+    ) -> None:
         super().__init__()
+        if len(samplers) != cells.shape[0]:
+            raise ValueError(f"one sampler per cell: {len(samplers)} samplers for {cells.shape[0]} cells")
         self.samplers = nn.ModuleList(samplers)
+        self.cells = cells.detach().float().cpu()
+        self._last_kept: Optional[PackedSamples] = None
         self.marching = samplers[0].marching
         self.near_plane, self.far_plane = near_plane, far_plane
         self.overlay_label = f"Show occupancy grids ({len(samplers)} blocks)"
@@ -83,8 +98,10 @@ class BlockSampler(Sampler):
             self.marching,
             self.backend_for(origins.device),
         )
-        if self.training and counts is not None:
-            self._last_counts = counts
+        if self.training:
+            self._last_kept = samples
+            if counts is not None:
+                self._last_counts = counts
         return samples
 
     def _cell_thresholds(self, thresholds: Tuple[float, ...], device: torch.device) -> Float[Tensor, " k"]:
@@ -100,12 +117,19 @@ class BlockSampler(Sampler):
 
     def figures(self) -> Dict[str, float]:
         """The last training sampling's counts over every block (``candidates``, ``evaluated``, ``kept``,
-        ``alpha_culled``) and the blocks' mean ``occupied_fraction``."""
+        ``alpha_culled``), each block's kept samples per ray of the batch (``samples_per_ray_block_<k>``) and the
+        blocks' mean ``occupied_fraction``."""
         fractions = [sampler.occupied_fraction() for sampler in self.samplers]
-        return {
-            **{name: float(count) for name, count in self._last_counts.items()},
-            "occupied_fraction": sum(fractions) / len(fractions),
-        }
+        figures = {name: float(count) for name, count in self._last_counts.items()}
+        if self._last_kept is not None and self._last_kept.n_rays > 0:
+            kept = self._last_kept
+            per_block = torch.bincount(cell_of(kept.positions.detach(), self.cells), minlength=len(self.samplers))
+            for k, count in enumerate(per_block.tolist()):
+                figures[f"{SAMPLES_PER_RAY_OF_BLOCK}{k}"] = count / kept.n_rays
+        return {**figures, "occupied_fraction": sum(fractions) / len(fractions)}
+
+    def cell_boxes(self) -> Float[Tensor, "k 2 3"]:
+        return self.cells
 
     def state_version(self) -> Optional[int]:
         versions = [sampler.state_version() for sampler in self.samplers]

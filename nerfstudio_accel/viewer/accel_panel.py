@@ -2,9 +2,11 @@
 
 It holds a markdown table of :class:`~.training_stats.TrainingStats` (rays/s, samples/s, samples per ray,
 grid occupancy, culling, hard mining, precision, loss scale, skipped steps, PSNR, ETA), a PSNR/loss
-against training-time chart (plotly), and two toggles, off by default, that draw into the 3D scene:
+against training-time chart (plotly), and toggles, off by default, that draw into the 3D scene:
 the sampler's own state (the occupancy grid's occupied cells) or, for a sampler without one (the proposal
-sampler), its samples on the centre ray of the current view, and the last mined batch's samples coloured by their ray's share of hard samples.
+sampler), its samples on the centre ray of the current view; the last mined batch's samples coloured by their ray's
+share of hard samples; and, for a scene split into blocks, each block's cell outlined in its own colour (the table
+then shows each block's samples per ray).
 The trainer builds it only when a viewer exists and calls :meth:`AccelPanel.refresh` every few steps.
 """
 
@@ -18,12 +20,14 @@ import numpy as np
 import torch
 from nerfstudio.viewer.viewer import VISER_NERFSTUDIO_SCALE_RATIO
 
+from nerfstudio_accel.spatial.block_sampler import SAMPLES_PER_RAY_OF_BLOCK
 from nerfstudio_accel.viewer import page_camera, scene_overlays
 from nerfstudio_accel.viewer.training_stats import TrainingStats
 
 STATE_NODE = "/accel/sampler_state"
 CENTRE_RAY_NODE = "/accel/centre_ray_samples"
 HARD_NODE = "/accel/hard_samples"
+CELLS_NODE = "/accel/cells"
 
 ROWS: List[Tuple[str, str, str]] = [
     ("step", "training step", "{:.0f}"),
@@ -64,9 +68,13 @@ def summary_markdown(values: Dict[str, Union[int, float, str]]) -> str:
     lines = ["| | |", "|---|---:|"]
     for key, label, fmt in ROWS:
         value = values.get(key)
-        if value is None or (isinstance(value, float) and math.isnan(value)):
-            continue
-        lines.append(f"| {label} | {format_eta(float(value)) if fmt == 'eta' else fmt.format(value)} |")
+        if value is not None and not (isinstance(value, float) and math.isnan(value)):
+            lines.append(f"| {label} | {format_eta(float(value)) if fmt == 'eta' else fmt.format(value)} |")
+        if key == "samples_per_ray":  # a split scene's blocks, in order, below the whole ray's figure
+            block = 0
+            while f"{SAMPLES_PER_RAY_OF_BLOCK}{block}" in values:
+                lines.append(f"| samples per ray, block {block} | {values[f'{SAMPLES_PER_RAY_OF_BLOCK}{block}']:.1f} |")
+                block += 1
     return "\n".join(lines)
 
 
@@ -121,6 +129,7 @@ class AccelPanel:
         self.sampler = pipeline.model.own_sampler()
         self.shows_state = self.sampler is not None and self.sampler.state_version() is not None
         self.mines = pipeline.mines_hard_samples()
+        self.cells = self.sampler.cell_boxes() if self.sampler is not None else None
         with server.gui.add_folder("Accel"):
             self.summary = server.gui.add_markdown("training starts...")
             self.chart = server.gui.add_plotly(history_figure([]), aspect=1.4)
@@ -128,9 +137,13 @@ class AccelPanel:
             label = self.sampler.overlay_label if self.sampler is not None else "Show proposal samples (centre ray)"
             self.show_sampling = server.gui.add_checkbox(label, initial_value=False)
             self.show_hard = server.gui.add_checkbox("Show hard samples", initial_value=False, visible=self.mines)
+            self.show_cells = server.gui.add_checkbox(
+                "Show blocks' cells", initial_value=False, visible=self.cells is not None
+            )
         if train_lock is not None:  # a tick redraws at once between steps, and while paused or done
             self._redraw_on_tick(self.show_sampling, self.draw_sampling, train_lock)
             self._redraw_on_tick(self.show_hard, self.draw_hard_samples, train_lock)
+            self._redraw_on_tick(self.show_cells, self.draw_cells, train_lock)
 
     @staticmethod
     def _redraw_on_tick(checkbox, draw: Callable[[], None], train_lock: ContextManager) -> None:
@@ -152,6 +165,7 @@ class AccelPanel:
             self.chart_drawn_at = now
         self.draw_sampling()
         self.draw_hard_samples()
+        self.draw_cells()
 
     def _replace(self, name: str, points: Optional[torch.Tensor], width: float, colours=None) -> None:
         """Draw ``points`` as scene node ``name``, each ``width`` across (both in world units), or remove the
@@ -204,3 +218,23 @@ class AccelPanel:
             return
         points, share = scene_overlays.hard_sample_points(*batch, max_points=self.max_points)
         self._replace(HARD_NODE, points, width=0.01, colours=scene_overlays.share_colours(share))
+
+    def draw_cells(self) -> None:
+        """Each cell of a split scene outlined in its block's colour (sent once while the toggle stays on);
+        removed when the toggle is off."""
+        on = self.cells is not None and bool(self.show_cells.value)
+        drawn = [name for name in self.nodes if name.startswith(CELLS_NODE)]
+        if on == bool(drawn):
+            return
+        for name in drawn:
+            self.nodes.pop(name).remove()
+        for block, box in enumerate(self.cells if on else ()):
+            positions, controls = scene_overlays.box_outline(box)
+            name = f"{CELLS_NODE}/{block}"
+            self.nodes[name] = self.server.scene.add_spline_cubic_bezier(
+                name,
+                positions=positions * VISER_NERFSTUDIO_SCALE_RATIO,
+                control_points=controls * VISER_NERFSTUDIO_SCALE_RATIO,
+                line_width=2.0,
+                color=scene_overlays.BLOCK_COLOURS[block],
+            )

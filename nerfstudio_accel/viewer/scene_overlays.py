@@ -4,7 +4,8 @@ the panel scales them to viser's).
 - :func:`sampler_state_points`: a sampler's own state (the occupancy grid's occupied cells) and their size;
 - :func:`centre_ray_samples`: where a sampler (e.g. the proposal sampler) puts the main field's samples on one ray;
 - :func:`hard_sample_points`: the last mined batch's samples with their ray's share of hard samples;
-- :func:`share_colours`: a blue-to-red ramp for shares in ``[0, 1]``.
+- :func:`share_colours`: a blue-to-red ramp for shares in ``[0, 1]``;
+- :func:`box_outline`: the twelve edges of a cell of a split scene as one straight-edged spline.
 
 Every set is subsampled to at most ``max_points`` with a fixed generator, so a redraw of the same state
 draws the same points and a dense grid cannot flood the browser.
@@ -83,3 +84,22 @@ def share_colours(share: Float[Tensor, " n"]) -> np.ndarray:
     """``(n, 3)`` uint8 colours from blue (share 0) to red (share 1)."""
     share = share.clamp(0.0, 1.0).numpy()
     return np.stack([255 * share, 64 * np.ones_like(share), 255 * (1.0 - share)], axis=-1).astype(np.uint8)
+
+
+BLOCK_COLOURS = ((230, 25, 75), (60, 180, 75), (0, 130, 200), (245, 130, 48), (145, 30, 180), (70, 240, 240),
+                 (240, 50, 230), (128, 128, 0))  # fmt: skip
+"""One colour per block of a split scene (at most :data:`~nerfstudio_accel.spatial.cells.MAX_BLOCKS`)."""
+
+BOX_EDGE_PATH = (0, 1, 3, 2, 0, 4, 5, 1, 5, 7, 3, 7, 6, 2, 6, 4)
+"""Corners of a box (bit ``i`` of a corner's index: its axis ``i`` at the max) in an order that walks all twelve
+edges, three of them twice."""
+
+
+def box_outline(box: Float[Tensor, "2 3"]) -> Tuple[np.ndarray, np.ndarray]:
+    """The edges of ``box`` (min and max corner) as a cubic Bezier spline: its 16 key points and, per piece, two
+    control points on the piece's own ends (``(30, 3)``), which make every piece straight."""
+    box = box.detach().cpu().double().numpy()
+    corners = np.array([[box[(index >> axis) & 1, axis] for axis in range(3)] for index in range(8)])
+    path = corners[list(BOX_EDGE_PATH)]
+    controls = np.stack([path[:-1], path[1:]], axis=1).reshape(-1, 3)
+    return path.astype(np.float32), controls.astype(np.float32)

@@ -14,6 +14,8 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Deque, Dict, List, Mapping, Optional, Tuple, Union
 
+from nerfstudio_accel.spatial.block_sampler import SAMPLES_PER_RAY_OF_BLOCK
+
 Number = Union[int, float]
 
 MINING_KEYS = {
@@ -94,7 +96,7 @@ class TrainingStats:
     def snapshot(self) -> Dict[str, Union[Number, str]]:
         """The panel's values: rates over the window, the latest step's figures, culling fractions
         (of the marched candidates), the input stall, hard mining, precision, loss scale, skipped steps,
-        PSNR and ETA."""
+        PSNR, ETA and, for a split scene, each block's samples per ray."""
         seconds = sum(record.seconds for record in self.steps)
         rays = sum(record.rays for record in self.steps)
         samples = sum(record.samples for record in self.steps)
@@ -123,7 +125,7 @@ class TrainingStats:
             kept = latest.get("kept", candidates)
             values["alpha_culled_fraction"] = alpha_culled / candidates
             values["early_stopped_fraction"] = max(candidates - kept - alpha_culled, 0.0) / candidates
-        for name in ("occupied_fraction", "input_stall_fraction"):
-            if name in latest:
-                values[name] = latest[name]
+        for name, value in latest.items():
+            if name in ("occupied_fraction", "input_stall_fraction") or name.startswith(SAMPLES_PER_RAY_OF_BLOCK):
+                values[name] = value
         return values

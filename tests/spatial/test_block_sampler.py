@@ -64,10 +64,28 @@ def samplers(k: int, **options):
     config = OccupancySamplerConfig(backend="torch", resolution=16, **options)
     config.resolve("cpu", contract=False)
     scene = SamplerScene(BOX, False, 0.05, 100.0, torch.device("cpu"), "torch", "torch")
-    whole, split = config.setup(scene), BlockSampler(config.setup_cells(scene, kd_cells(BOX, k)), 0.05, 100.0)
+    cells = kd_cells(BOX, k)
+    whole, split = config.setup(scene), BlockSampler(config.setup_cells(scene, cells), cells, 0.05, 100.0)
     fill(whole)
     fill(split)
     return whole, split
+
+
+def test_the_viewer_figures_count_each_blocks_samples_per_ray():
+    """The Accel panel's per-block samples per ray: rays inside the cell x < 0 take none from the other block; rays
+    along x cross both cells, each holding about half of every ray's samples."""
+    _, split = samplers(2, alpha_threshold=0.0, early_stop_eps=0.0)
+    assert split.cell_boxes()[:, :, 0].tolist() == [[-1.0, 0.0], [0.0, 1.0]]
+    n = 16
+    inside = torch.stack([torch.linspace(-0.9, -0.1, n), torch.full((n,), -3.0), torch.zeros(n)], dim=-1)
+    samples = split.sample(inside, torch.tensor([[0.0, 1.0, 0.0]]).expand(n, 3))
+    figures = split.figures()
+    assert figures["samples_per_ray_block_1"] == 0
+    assert figures["samples_per_ray_block_0"] == samples.n_samples / n > 0
+    across = torch.stack([torch.full((n,), -3.0), torch.linspace(-0.9, 0.9, n), torch.zeros(n)], dim=-1)
+    samples = split.sample(across, torch.tensor([[1.0, 0.0, 0.0]]).expand(n, 3))
+    front, back = split.figures()["samples_per_ray_block_0"], split.figures()["samples_per_ray_block_1"]
+    assert front + back == pytest.approx(samples.n_samples / n) and front == pytest.approx(back, abs=1.0)
 
 
 CULLING = {

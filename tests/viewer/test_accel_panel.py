@@ -182,6 +182,43 @@ def test_toggles_add_and_remove_bounded_scene_nodes(tiny_scene, tmp_path, viser_
     assert panel.nodes == {} and not trainer.pipeline._keeping_hard_samples
 
 
+def test_a_split_scene_shows_each_blocks_samples_per_ray_and_outlines_its_cells(tiny_scene, tmp_path, viser_server):
+    trainer = make_trainer(tiny_scene, tmp_path, accel_panel_every=1, pipeline={"spatial_blocks": 2})
+    panel = AccelPanel(viser_server, trainer.pipeline, TrainingStats(max_steps=10))
+    attach(trainer, panel)
+    run_steps(trainer, 0, 2)
+    figures = trainer.pipeline.model.sampling_figures()
+    per_block = [figures["samples_per_ray_block_0"], figures["samples_per_ray_block_1"]]
+    assert sum(per_block) == pytest.approx(float(trainer.last_metrics["num_samples_per_ray"]), rel=1e-5)
+    text = panel.summary.content
+    assert all(f"| samples per ray, block {k} | {per_block[k]:.1f} |" in text for k in (0, 1))
+    assert "block 2" not in text and panel.show_cells.visible and panel.nodes == {}
+    sent = []
+    add_spline = viser_server.scene.add_spline_cubic_bezier
+    viser_server.scene.add_spline_cubic_bezier = lambda *args, **kwargs: sent.append(kwargs) or add_spline(*args, **kwargs)
+    panel.show_cells.value = True
+    panel.refresh()
+    panel.refresh()  # sent once while the toggle stays on
+    assert sorted(panel.nodes) == [f"{accel_panel.CELLS_NODE}/0", f"{accel_panel.CELLS_NODE}/1"] and len(sent) == 2
+    cells = trainer.pipeline.model.sampler.cell_boxes() * 10.0  # viser units
+    for box, kwargs in zip(cells, sent):
+        corners = kwargs["positions"]
+        assert np.allclose(corners.min(axis=0), box[0].numpy()) and np.allclose(corners.max(axis=0), box[1].numpy())
+    panel.show_cells.value = False
+    panel.refresh()
+    assert panel.nodes == {}
+
+
+def test_one_model_has_no_cells_toggle_nor_block_rows(tiny_scene, tmp_path, viser_server):
+    trainer = make_trainer(tiny_scene, tmp_path, accel_panel_every=1)
+    panel = AccelPanel(viser_server, trainer.pipeline, TrainingStats(max_steps=10))
+    attach(trainer, panel)
+    run_steps(trainer, 0, 1)
+    panel.show_cells.value = True
+    panel.refresh()
+    assert not panel.show_cells.visible and panel.nodes == {} and "block" not in panel.summary.content
+
+
 def test_a_tick_redraws_between_steps_and_while_training_is_paused(tiny_scene, tmp_path, viser_server):
     """With the trainer's lock the toggle draws on its own (no refresh needed: training may be paused or
     done), but never while the lock is held, i.e. while a step trains."""
