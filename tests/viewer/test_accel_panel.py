@@ -195,7 +195,9 @@ def test_a_split_scene_shows_each_blocks_samples_per_ray_and_outlines_its_cells(
     assert "block 2" not in text and panel.show_cells.visible and panel.nodes == {}
     sent = []
     add_spline = viser_server.scene.add_spline_cubic_bezier
-    viser_server.scene.add_spline_cubic_bezier = lambda *args, **kwargs: sent.append(kwargs) or add_spline(*args, **kwargs)
+    viser_server.scene.add_spline_cubic_bezier = lambda *args, **kwargs: (
+        sent.append(kwargs) or add_spline(*args, **kwargs)
+    )
     panel.show_cells.value = True
     panel.refresh()
     panel.refresh()  # sent once while the toggle stays on
