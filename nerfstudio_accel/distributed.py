@@ -11,7 +11,8 @@ kept in lockstep by explicit collectives instead:
 - :func:`average_gradients`: after each backward, one all-reduce of one flat buffer (the same for every
   step shape) that also agrees on whether any rank's loss was non-finite;
 - :func:`all_reduce_sum`: the hard-mining statistics tau-hat is estimated from;
-- :func:`evaluate_across_ranks`: the occupancy-grid update, each rank evaluating a share of the cells.
+- :func:`evaluate_across_ranks`: the occupancy-grid update, each rank evaluating a share of the cells;
+- :func:`gather_rows`: every rank's rows about the same rays (a split scene's per-block results).
 
 Every function is the identity (no communication) in a single process.
 """
@@ -19,7 +20,7 @@ Every function is the identity (no communication) in a single process.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Iterable
+from typing import Callable, Iterable, List
 
 import torch
 import torch.distributed as dist
@@ -130,3 +131,15 @@ def evaluate_across_ranks(fn: Callable[[Tensor], Tensor], points: Float[Tensor, 
     gathered = [torch.empty_like(mine) for _ in range(ranks)]
     dist.all_gather(gathered, mine)
     return torch.cat(gathered)[:count]
+
+
+def gather_rows(rows: Float[Tensor, "n c"]) -> List[Tensor]:
+    """Every rank's ``rows`` (all ranks pass the same shape), rank ``r``'s at index ``r``: this rank's as given
+    (its graph kept), the others' as constants; ``[rows]`` in one process. One all-gather."""
+    ranks = world_size()
+    if ranks == 1:
+        return [rows]
+    gathered = [torch.empty_like(rows) for _ in range(ranks)]
+    dist.all_gather(gathered, rows.detach().contiguous())
+    gathered[rank()] = rows
+    return gathered

@@ -15,7 +15,6 @@ from dataclasses import dataclass
 from typing import Dict, List
 
 import torch
-import torch.distributed as dist
 from jaxtyping import Float
 from torch import Tensor
 
@@ -93,12 +92,6 @@ def gather_block_renders(own: BlockRender) -> List[BlockRender]:
     """Every rank's block render of the same rays, rank ``r``'s at index ``r``: this rank's ``own`` as given (its
     graph kept), the others' as constants; ``[own]`` in one process. One all-gather of
     :data:`FLOATS_PER_RAY` floats per ray."""
-    ranks = distributed.world_size()
-    if ranks == 1:
-        return [own]
-    rows = own.flat()
-    gathered = [torch.empty_like(rows) for _ in range(ranks)]
-    dist.all_gather(gathered, rows.detach().contiguous())
-    renders = [BlockRender.from_flat(part) for part in gathered]
+    renders = [BlockRender.from_flat(rows) for rows in distributed.gather_rows(own.flat())]
     renders[distributed.rank()] = own
     return renders

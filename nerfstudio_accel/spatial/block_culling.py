@@ -1,0 +1,88 @@
+"""The culling pass of a split scene on a rank that holds one block: the samples the one-process
+:class:`~nerfstudio_accel.spatial.block_sampler.BlockSampler` keeps in its cell, from that block's densities only.
+
+A ray's per-ray cap and its early stopping run over every cell it crosses. A rank knows only its own candidates, so
+it shares two small per-ray summaries with the other ranks (:func:`~nerfstudio_accel.distributed.gather_rows`):
+- before its densities are read, where the block's candidates start on the ray and how many there are, from which
+  each rank counts the candidates in front of its own;
+- after, the optical depth of its capped candidates, from which each rank has the ray's transmittance where the
+  ray enters its cell.
+
+A candidate is then kept as in :func:`~nerfstudio_accel.sampling.culling_pass.cull_marched` over the merged
+candidates: transmittance before it at least ``early_stop_eps`` and opacity at least its cell's threshold. The
+transmittance is summed per block and then over blocks, in float64, so it differs from the one-process sum only
+in rounding.
+"""
+
+from __future__ import annotations
+
+from typing import Dict, Tuple, Union
+
+import torch
+from jaxtyping import Bool, Float, Int
+from torch import Tensor
+
+from nerfstudio_accel import distributed
+from nerfstudio_accel.ops import precision
+from nerfstudio_accel.ops.packed_scan import packed_exclusive_sum
+from nerfstudio_accel.sampling.base import DensityFn
+from nerfstudio_accel.sampling.culling_pass import evaluate_in_chunks
+from nerfstudio_accel.sampling.occupancy import MarchingOptions
+
+
+def blocks_in_front(entries: Float[Tensor, "k n"], own: Float[Tensor, " n"]) -> Bool[Tensor, "k n"]:
+    """Which blocks each ray crosses before the own block (cells are disjoint, so the entries of blocks with
+    candidates differ; a block without any, at ``inf``, is never in front)."""
+    return entries < own[None, :]
+
+
+@torch.no_grad()
+def cull_own_block(
+    ray_indices: Int[Tensor, " m"],
+    t_starts: Float[Tensor, " m"],
+    t_ends: Float[Tensor, " m"],
+    origins: Float[Tensor, "n_rays 3"],
+    directions: Float[Tensor, "n_rays 3"],
+    density_fn: DensityFn,
+    alpha_threshold: float,
+    marching: MarchingOptions,
+) -> Tuple[Int[Tensor, " kept"], Dict[str, Union[int, Tensor]]]:
+    """The kept candidates' indices among this block's ray-sorted, front-to-back candidates of rays that every
+    rank passes alike, and the pass's counts (``candidates``, ``evaluated``, ``kept``, ``alpha_culled``).
+    ``alpha_threshold``: this block's (its grid's effective threshold). Two all-gathers of 2 and 1 floats per
+    ray; every rank must call it for the same rays."""
+    n_rays, device = origins.shape[0], origins.device
+    candidates = t_starts.numel()
+    entry = torch.full((n_rays,), float("inf"), device=device).scatter_reduce(0, ray_indices, t_starts, "amin")
+    counts = torch.bincount(ray_indices, minlength=n_rays).to(torch.float64)
+    summaries = torch.stack(distributed.gather_rows(torch.stack([entry.double(), counts], dim=-1)))  # (k, n, 2)
+    front = blocks_in_front(summaries[:, :, 0], entry.double())
+    if marching.max_samples_per_ray is not None and candidates > 0:
+        before = (summaries[:, :, 1] * front).sum(dim=0).long()
+        start_of_ray = torch.searchsorted(ray_indices, ray_indices)
+        position = torch.arange(candidates, device=device) - start_of_ray
+        capped = torch.nonzero(before[ray_indices] + position < marching.max_samples_per_ray).reshape(-1)
+        ray_indices, t_starts, t_ends = ray_indices[capped], t_starts[capped], t_ends[capped]
+    else:
+        capped = torch.arange(candidates, device=device)
+    positions = origins.float()[ray_indices] + directions.float()[ray_indices] * (0.5 * (t_starts + t_ends))[:, None]
+    densities = evaluate_in_chunks(density_fn, positions).reshape(-1).float()
+    sigmas_dt = densities * (t_ends - t_starts)
+    depth = torch.nan_to_num(sigmas_dt, nan=precision.OPTICAL_DEPTH_CAP, posinf=precision.OPTICAL_DEPTH_CAP)
+    depth = depth.clamp(max=precision.OPTICAL_DEPTH_CAP).double()
+    through_block = torch.zeros(n_rays, dtype=torch.float64, device=device).index_add_(0, ray_indices, depth)
+    depths = torch.stack(distributed.gather_rows(through_block[:, None]))[:, :, 0]  # (k, n)
+    depth_at_entry = (depths * front).sum(dim=0)
+    transmittance = torch.exp(-(depth_at_entry[ray_indices] + packed_exclusive_sum(depth, ray_indices)))
+    alphas = 1.0 - torch.exp(-sigmas_dt)
+    visible = transmittance >= marching.early_stop_eps
+    if alpha_threshold > 0.0:
+        visible &= alphas >= alpha_threshold
+    keep = capped[torch.nonzero(visible).reshape(-1)]
+    counts_out: Dict[str, Union[int, Tensor]] = {
+        "candidates": candidates,
+        "evaluated": int(capped.numel()),
+        "kept": int(keep.numel()),
+        "alpha_culled": (alphas < alpha_threshold).sum(),
+    }
+    return keep, counts_out
