@@ -155,9 +155,9 @@ def render_transmittance_from_density(
     """Transmittance before each sample ``T_i = exp(-sum_{j<i} sigma_j dt_j)`` and opacity ``alpha_i``.
     ``n_rays`` is in nerfacc's signature, kept by the three ``render_*`` twins; the scan needs no per-ray buffer."""
     sigmas_dt = sigmas * (t_ends - t_starts)
-    depth = torch.nan_to_num(sigmas_dt, nan=precision.OPTICAL_DEPTH_CAP, posinf=precision.OPTICAL_DEPTH_CAP)
-    depth = depth.clamp(max=precision.OPTICAL_DEPTH_CAP)
-    transmittance = torch.exp(-packed_exclusive_sum(depth, ray_indices))  # a NaN hides its own ray's rest only
+    transmittance = torch.exp(
+        -packed_exclusive_sum(precision.capped_optical_depth(sigmas_dt), ray_indices)
+    )  # a NaN hides its own ray's rest only
     alphas = 1.0 - torch.exp(-sigmas_dt)
     return transmittance, alphas
 

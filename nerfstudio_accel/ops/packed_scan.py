@@ -24,6 +24,17 @@ def packed_exclusive_sum(
     return _torch_impl.packed_exclusive_sum(values, ray_indices)
 
 
+def places_in_rays(ray_indices: Int[Tensor, " n_samples"]) -> Int[Tensor, " n_samples"]:
+    """Each sample's place on its ray (0 for the first) in a packed, ray-sorted batch.
+
+    Example:
+        >>> places_in_rays(torch.tensor([0, 0, 0, 2, 2])).tolist()
+        [0, 1, 2, 0, 1]
+    """
+    start_of_ray = torch.searchsorted(ray_indices, ray_indices, right=False)
+    return torch.arange(ray_indices.numel(), device=ray_indices.device) - start_of_ray
+
+
 def first_samples_of_each_ray(ray_indices: Int[Tensor, " n_samples"], cap: int) -> Bool[Tensor, " n_samples"]:
     """Mask of the first ``cap`` samples of each ray in a packed, ray-sorted batch (one torch implementation).
 
@@ -31,5 +42,4 @@ def first_samples_of_each_ray(ray_indices: Int[Tensor, " n_samples"], cap: int) 
         >>> first_samples_of_each_ray(torch.tensor([0, 0, 0, 2, 2]), cap=2).tolist()
         [True, True, False, True, True]
     """
-    start_of_ray = torch.searchsorted(ray_indices, ray_indices, right=False)
-    return torch.arange(ray_indices.numel(), device=ray_indices.device) - start_of_ray < cap
+    return places_in_rays(ray_indices) < cap

@@ -14,6 +14,12 @@ OPTICAL_DEPTH_CAP = 1e4
 0 in float32, so the cap changes no transmittance, and an overflowed density cannot spoil other rays' sums."""
 
 
+def capped_optical_depth(sigmas_dt: Float[Tensor, " n"]) -> Float[Tensor, " n"]:
+    """Per-sample optical depths ready to add along rays: NaN and above :data:`OPTICAL_DEPTH_CAP` become the cap."""
+    depth = torch.nan_to_num(sigmas_dt, nan=OPTICAL_DEPTH_CAP, posinf=OPTICAL_DEPTH_CAP)
+    return depth.clamp(max=OPTICAL_DEPTH_CAP)
+
+
 def supports_float64(device: torch.device) -> bool:
     """Whether ``device`` computes in float64 (MPS does not)."""
     return device.type != "mps"

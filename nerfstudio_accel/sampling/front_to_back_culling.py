@@ -19,6 +19,7 @@ from jaxtyping import Float, Int
 from torch import Tensor
 
 from nerfstudio_accel.ops import precision
+from nerfstudio_accel.ops.packed_scan import places_in_rays
 
 STOPPED_MARGIN = 1e-3
 """A ray counts as stopped when its transmittance is under ``early_stop_eps * (1 - STOPPED_MARGIN)``: rays this
@@ -46,7 +47,7 @@ def densities_front_to_back(
     if first_samples <= 0 or early_stop_eps <= 0.0 or n == 0:
         return evaluate(positions), None
     depth_dtype = torch.float64 if precision.supports_float64(positions.device) else torch.float32
-    rank = torch.arange(n, device=ray_indices.device) - torch.searchsorted(ray_indices, ray_indices)
+    rank = places_in_rays(ray_indices)
     densities = torch.zeros(n, dtype=torch.float32, device=positions.device)
     optical_depth = torch.zeros(n_rays, dtype=depth_dtype, device=positions.device)
     open_rays = torch.ones(n_rays, dtype=torch.bool, device=positions.device)
@@ -60,8 +61,7 @@ def densities_front_to_back(
         densities[in_round] = round_densities
         rounds.append(in_round)
         depth = round_densities.to(depth_dtype) * (t_ends[in_round] - t_starts[in_round]).to(depth_dtype)
-        depth = torch.nan_to_num(depth, nan=precision.OPTICAL_DEPTH_CAP, posinf=precision.OPTICAL_DEPTH_CAP)
-        optical_depth.index_add_(0, ray_indices[in_round], depth.clamp(max=precision.OPTICAL_DEPTH_CAP))
+        optical_depth.index_add_(0, ray_indices[in_round], precision.capped_optical_depth(depth))
         open_rays = torch.exp(-optical_depth) >= early_stop_eps * (1.0 - STOPPED_MARGIN)
         low, high = high, 2 * high
     if len(rounds) == 1 and rounds[0].numel() == n:  # one round read every candidate, in order

@@ -10,7 +10,7 @@ it shares two small per-ray summaries with the other ranks (:func:`~nerfstudio_a
 
 A candidate is then kept as in :func:`~nerfstudio_accel.sampling.culling_pass.cull_marched` over the merged
 candidates: transmittance before it at least ``early_stop_eps`` and opacity at least its cell's threshold. The
-transmittance is summed per block and then over blocks, in float64, so it differs from the one-process sum only
+optical depth is summed per block and then over blocks (in float64 where the device has it), so it differs from the one-process sum only
 in rounding.
 """
 
@@ -24,7 +24,7 @@ from torch import Tensor
 
 from nerfstudio_accel import distributed
 from nerfstudio_accel.ops import precision
-from nerfstudio_accel.ops.packed_scan import packed_exclusive_sum
+from nerfstudio_accel.ops.packed_scan import packed_exclusive_sum, places_in_rays
 from nerfstudio_accel.sampling.base import DensityFn
 from nerfstudio_accel.sampling.culling_pass import evaluate_in_chunks
 from nerfstudio_accel.sampling.occupancy import MarchingOptions
@@ -54,23 +54,22 @@ def cull_own_block(
     n_rays, device = origins.shape[0], origins.device
     candidates = t_starts.numel()
     entry = torch.full((n_rays,), float("inf"), device=device).scatter_reduce(0, ray_indices, t_starts, "amin")
-    counts = torch.bincount(ray_indices, minlength=n_rays).to(torch.float64)
-    summaries = torch.stack(distributed.gather_rows(torch.stack([entry.double(), counts], dim=-1)))  # (k, n, 2)
-    front = blocks_in_front(summaries[:, :, 0], entry.double())
+    counts = torch.bincount(ray_indices, minlength=n_rays).float()  # exact up to 2^24 candidates a ray
+    summaries = torch.stack(distributed.gather_rows(torch.stack([entry, counts], dim=-1)))  # (k, n, 2)
+    front = blocks_in_front(summaries[:, :, 0], entry)
     if marching.max_samples_per_ray is not None and candidates > 0:
         before = (summaries[:, :, 1] * front).sum(dim=0).long()
-        start_of_ray = torch.searchsorted(ray_indices, ray_indices)
-        position = torch.arange(candidates, device=device) - start_of_ray
-        capped = torch.nonzero(before[ray_indices] + position < marching.max_samples_per_ray).reshape(-1)
+        capped = torch.nonzero(before[ray_indices] + places_in_rays(ray_indices) < marching.max_samples_per_ray)
+        capped = capped.reshape(-1)
         ray_indices, t_starts, t_ends = ray_indices[capped], t_starts[capped], t_ends[capped]
     else:
         capped = torch.arange(candidates, device=device)
     positions = origins.float()[ray_indices] + directions.float()[ray_indices] * (0.5 * (t_starts + t_ends))[:, None]
     densities = evaluate_in_chunks(density_fn, positions).reshape(-1).float()
     sigmas_dt = densities * (t_ends - t_starts)
-    depth = torch.nan_to_num(sigmas_dt, nan=precision.OPTICAL_DEPTH_CAP, posinf=precision.OPTICAL_DEPTH_CAP)
-    depth = depth.clamp(max=precision.OPTICAL_DEPTH_CAP).double()
-    through_block = torch.zeros(n_rays, dtype=torch.float64, device=device).index_add_(0, ray_indices, depth)
+    depth_dtype = torch.float64 if precision.supports_float64(device) else torch.float32
+    depth = precision.capped_optical_depth(sigmas_dt).to(depth_dtype)
+    through_block = torch.zeros(n_rays, dtype=depth_dtype, device=device).index_add_(0, ray_indices, depth)
     depths = torch.stack(distributed.gather_rows(through_block[:, None]))[:, :, 0]  # (k, n)
     depth_at_entry = (depths * front).sum(dim=0)
     transmittance = torch.exp(-(depth_at_entry[ray_indices] + packed_exclusive_sum(depth, ray_indices)))
