@@ -3,9 +3,11 @@ config.yml (one model and a K-block model trained alike).
 
     python benchmarks/seam_error.py --band 0.1 RUN_CONFIG.yml [RUN_CONFIG.yml ...]
 
-Every test view is rendered; each pixel goes to one region by its rendered surface point (the ray's expected depth):
-``seam`` within ``--band`` world units of a plane between cells of the first K-block run given, ``surface`` for the
-other pixels with opacity above 0.5, ``background`` for the rest. Regions come from the split run's renders, so every
+Every test view is rendered; each pixel goes to one region by its rendered surface point (the visible part's expected
+depth): ``seam`` for pixels with opacity above 0.5 within ``--band`` world units of a plane between cells of the
+first K-block run given, ``surface`` for the other pixels with opacity above 0.5, ``background`` for the rest. A
+plane is taken whole, across the box: right for 2 blocks; with more, a plane that bounds only some cells also
+marks pixels beside cells it does not bound. Regions come from the split run's renders, so every
 run is scored on the same pixels. Prints one markdown table: PSNR per region per run, and each region's pixel count.
 """
 
@@ -19,9 +21,7 @@ from typing import Dict, List
 import torch
 from nerfstudio.utils.eval_utils import eval_setup
 
-from nerfstudio_accel.rendering import composite_ground_truth
-
-WHITE = torch.ones(3)
+from nerfstudio_accel.rendering import EVAL_BACKGROUND, background_wall, composite_ground_truth
 
 
 def split_planes(model) -> List[tuple]:
@@ -41,23 +41,32 @@ def split_planes(model) -> List[tuple]:
 
 @torch.no_grad()
 def render_test_views(config_path: Path):
-    """Per test view: ``rgb (h, w, 3)``, ground truth over white, the surface points ``(h, w, 3)`` and opacity."""
+    """Per test view: ``rgb (h, w, 3)``, the ground truth over the run's evaluation background, the surface points
+    ``(h, w, 3)`` (the visible part's expected depth, without the background wall that evaluation adds) and
+    opacity."""
     _, pipeline, _, _ = eval_setup(config_path, test_mode="test")
     dataset = pipeline.datamanager.eval_dataset
+    background = torch.tensor(EVAL_BACKGROUND[pipeline.model.background_mode])
+    aabb = pipeline.model.scene_box.aabb.cpu()
     views = []
     for index in range(len(dataset)):
         camera = dataset.cameras[index : index + 1].to(pipeline.device)
         outputs = pipeline.model.get_outputs_for_camera(camera)
         rays = camera.generate_rays(camera_indices=0)
         image = dataset.get_image_float32(index)
-        truth = composite_ground_truth(image, WHITE.expand(*image.shape[:2], 3)) if image.shape[-1] == 4 else image
-        points = rays.origins.cpu() + rays.directions.cpu() * outputs["depth"].cpu()
-        views.append((outputs["rgb"].cpu(), truth[..., :3], points, outputs["accumulation"].cpu()[..., 0]))
+        if image.shape[-1] == 4:
+            image = composite_ground_truth(image, background.expand(*image.shape[:2], 3))
+        origins, opacity = rays.origins.cpu(), outputs["accumulation"].cpu()
+        visible = (outputs["depth"].cpu() - (1.0 - opacity) * background_wall(origins, aabb)) / opacity.clamp(min=1e-6)
+        points = origins + rays.directions.cpu() * visible
+        views.append((outputs["rgb"].cpu(), image[..., :3], points, opacity[..., 0]))
     return pipeline.model, views
 
 
 def psnr(squared_error_sum: float, count: int) -> float:
-    return -10.0 * math.log10(squared_error_sum / (3 * count)) if count else float("nan")
+    if count == 0:
+        return float("nan")
+    return -10.0 * math.log10(squared_error_sum / (3 * count)) if squared_error_sum > 0 else float("inf")
 
 
 def main() -> None:
@@ -78,6 +87,7 @@ def main() -> None:
         surface = opacity > 0.5
         regions.append({"seam": surface & near_plane, "surface": surface & ~near_plane, "background": ~surface})
     names = ("seam", "surface", "background")
+    counts = {name: sum(int(masks[name].sum()) for masks in regions) for name in names}
     print(f"Split planes (axis, coordinate): {planes}; band {args.band} world units.\n")
     print("| run | all | " + " | ".join(names) + " |")
     print("|---|---:|" + "---:|" * len(names))
@@ -87,7 +97,6 @@ def main() -> None:
             error = ((rgb - truth) ** 2).sum(dim=-1)
             for name in names:
                 sums[name] += float(error[masks[name]].sum())
-        counts = {name: sum(int(masks[name].sum()) for masks in regions) for name in names}
         total = psnr(sum(sums.values()), sum(counts.values()))
         cells = " | ".join(f"{psnr(sums[name], counts[name]):.2f}" for name in names)
         print(f"| `{path}` | {total:.2f} | {cells} |")

@@ -77,10 +77,15 @@ def depth_over_background(
     ``render_packed``'s depth of an empty ray is 0, "at the camera"; nerfstudio's viewer composites its
     3D scene (camera frustums, the Accel overlays) against the rendered depth, so every node behind an
     empty pixel would be hidden. Rendered for the viewer and ``ns-eval``, not for training."""
+    return accumulation * depth + (1.0 - accumulation) * background_wall(origins, aabb)
+
+
+def background_wall(origins: Float[Tensor, "*rays 3"], aabb: Float[Tensor, "2 3"]) -> Float[Tensor, "*rays 1"]:
+    """The distance :func:`depth_over_background` gives the background: from each ray's origin to the box's
+    centre, plus the box's half diagonal."""
     low, high = aabb.to(origins).reshape(2, 3)
     centre, half_diagonal = (low + high) / 2, torch.linalg.norm(high - low) / 2
-    wall = torch.linalg.norm(origins - centre, dim=-1, keepdim=True) + half_diagonal
-    return accumulation * depth + (1.0 - accumulation) * wall
+    return torch.linalg.norm(origins - centre, dim=-1, keepdim=True) + half_diagonal
 
 
 def composite_ground_truth(

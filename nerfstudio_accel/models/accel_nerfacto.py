@@ -71,7 +71,7 @@ class AccelNerfactoModelConfig(AccelModelConfig, NerfactoModelConfig):
     def hard_mining_pays(self, device_type: str, scene: SceneFacts) -> bool:
         """At equal time (CPU, 150 s, three seeds) mining was ahead in every pair on an object scene (lego) and
         behind on a phone capture (fruit): on for bounded scenes, off for captures. Off on CUDA, where a mined
-        step of the proposal sampler costs 1.66x an ordinary one (accel-ngp, H200)."""
+        step of the proposal sampler costs 1.66x an ordinary one (accel-ngp, H200), and on MPS (unmeasured)."""
         return device_type == "cpu" and scene.bounded
 
 

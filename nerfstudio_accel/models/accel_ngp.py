@@ -229,7 +229,7 @@ class AccelNGPModelConfig(AccelModelConfig):
         """On a CPU with the occupancy sampler mining reuses the culling pass: ahead at equal time in two pairs of
         three, cheaper per step (lego). With the proposal sampler it was behind in every pair (fruit, CPU). On
         CUDA a mined step costs more than an ordinary one (1.26x occupancy, 1.66x proposal, H200) and mining was
-        behind at equal time in both seeds (lego 400x400, occupancy): off there."""
+        behind at equal time in both seeds (lego 400x400, occupancy): off there, and on MPS (unmeasured)."""
         return device_type == "cpu" and self.sampler == "occupancy"
 
     def uses_tcnn(self) -> bool:

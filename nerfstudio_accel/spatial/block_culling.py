@@ -65,7 +65,10 @@ def cull_own_block(
     else:
         capped = torch.arange(candidates, device=device)
     positions = origins.float()[ray_indices] + directions.float()[ray_indices] * (0.5 * (t_starts + t_ends))[:, None]
-    densities = evaluate_in_chunks(density_fn, positions).reshape(-1).float()
+    if ray_indices.numel() == 0:  # nothing to read here, but the other ranks still wait for this rank's depths
+        densities = positions.new_zeros(0)
+    else:
+        densities = evaluate_in_chunks(density_fn, positions).reshape(-1).float()
     sigmas_dt = densities * (t_ends - t_starts)
     depth_dtype = torch.float64 if precision.supports_float64(device) else torch.float32
     depth = precision.capped_optical_depth(sigmas_dt).to(depth_dtype)
