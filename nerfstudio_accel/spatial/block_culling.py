@@ -10,8 +10,8 @@ it shares two small per-ray summaries with the other ranks (:func:`~nerfstudio_a
 
 A candidate is then kept as in :func:`~nerfstudio_accel.sampling.culling_pass.cull_marched` over the merged
 candidates: transmittance before it at least ``early_stop_eps`` and opacity at least its cell's threshold. The
-optical depth is summed per block and then over blocks (in float64 where the device has it), so it differs from the one-process sum only
-in rounding.
+optical depth is summed per block and then over blocks (in float64 where the device has it), so it differs from
+the one-process sum only in rounding.
 """
 
 from __future__ import annotations
