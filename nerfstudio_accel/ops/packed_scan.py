@@ -35,6 +35,19 @@ def places_in_rays(ray_indices: Int[Tensor, " n_samples"]) -> Int[Tensor, " n_sa
     return torch.arange(ray_indices.numel(), device=ray_indices.device) - start_of_ray
 
 
+def first_distance_of_each_ray(
+    ray_indices: Int[Tensor, " n_samples"], t_starts: Float[Tensor, " n_samples"], n_rays: int
+) -> Float[Tensor, " n_rays"]:
+    """The least ``t_starts`` of each ray's samples, ``inf`` for a ray without any.
+
+    Example:
+        >>> first_distance_of_each_ray(torch.tensor([0, 0, 2]), torch.tensor([0.5, 0.7, 1.0]), 3).tolist()
+        [0.5, inf, 1.0]
+    """
+    entry = torch.full((n_rays,), float("inf"), device=t_starts.device)
+    return entry.scatter_reduce(0, ray_indices, t_starts.float(), reduce="amin")
+
+
 def first_samples_of_each_ray(ray_indices: Int[Tensor, " n_samples"], cap: int) -> Bool[Tensor, " n_samples"]:
     """Mask of the first ``cap`` samples of each ray in a packed, ray-sorted batch (one torch implementation).
 

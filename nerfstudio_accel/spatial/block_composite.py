@@ -19,6 +19,7 @@ from jaxtyping import Float
 from torch import Tensor
 
 from nerfstudio_accel import distributed
+from nerfstudio_accel.ops.packed_scan import first_distance_of_each_ray
 from nerfstudio_accel.ops.volume_rendering import accumulate_along_rays, render_weight_from_density
 from nerfstudio_accel.sampling.packed import PackedSamples
 
@@ -59,13 +60,11 @@ def render_block(
         weights = render_weight_from_density(
             samples.t_starts, samples.t_ends, densities.float().reshape(-1), ray_indices, n_rays, backend=backend
         )
-        entry = torch.full((n_rays,), float("inf"), device=densities.device)
-        entry = entry.scatter_reduce(0, ray_indices, samples.t_starts.float(), reduce="amin")
         return BlockRender(
             rgb=accumulate_along_rays(weights, colors.float(), ray_indices, n_rays),
             opacity=accumulate_along_rays(weights, None, ray_indices, n_rays).reshape(-1),
             depth=accumulate_along_rays(weights, samples.t_mids[:, None], ray_indices, n_rays).reshape(-1),
-            entry=entry,
+            entry=first_distance_of_each_ray(ray_indices, samples.t_starts, n_rays),
         )
 
 

@@ -24,7 +24,7 @@ from torch import Tensor
 
 from nerfstudio_accel import distributed
 from nerfstudio_accel.ops import precision
-from nerfstudio_accel.ops.packed_scan import packed_exclusive_sum, places_in_rays
+from nerfstudio_accel.ops.packed_scan import first_distance_of_each_ray, packed_exclusive_sum, places_in_rays
 from nerfstudio_accel.sampling.base import DensityFn
 from nerfstudio_accel.sampling.culling_pass import evaluate_in_chunks
 from nerfstudio_accel.sampling.occupancy import MarchingOptions
@@ -53,7 +53,7 @@ def cull_own_block(
     ray; every rank must call it for the same rays."""
     n_rays, device = origins.shape[0], origins.device
     candidates = t_starts.numel()
-    entry = torch.full((n_rays,), float("inf"), device=device).scatter_reduce(0, ray_indices, t_starts, "amin")
+    entry = first_distance_of_each_ray(ray_indices, t_starts, n_rays)
     counts = torch.bincount(ray_indices, minlength=n_rays).float()  # exact up to 2^24 candidates a ray
     summaries = torch.stack(distributed.gather_rows(torch.stack([entry, counts], dim=-1)))  # (k, n, 2)
     front = blocks_in_front(summaries[:, :, 0], entry)
