@@ -12,7 +12,9 @@ kept in lockstep by explicit collectives instead:
   step shape) that also agrees on whether any rank's loss was non-finite;
 - :func:`all_reduce_sum`: the hard-mining statistics tau-hat is estimated from;
 - :func:`evaluate_across_ranks`: the occupancy-grid update, each rank evaluating a share of the cells;
-- :func:`gather_rows`: every rank's rows about the same rays (a split scene's per-block results).
+- :func:`gather_rows`: every rank's rows about the same rays (a split scene's per-block results);
+- :func:`sum_shared_gradients`: a split scene trained one block per rank sums only what the ranks share;
+- :func:`gather_to_first`: every rank's part of a split scene's checkpoint, on rank 0.
 
 Every function is the identity (no communication) in a single process.
 """
@@ -20,7 +22,7 @@ Every function is the identity (no communication) in a single process.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Iterable, List
+from typing import Any, Callable, Iterable, List, Optional
 
 import torch
 import torch.distributed as dist
@@ -45,13 +47,14 @@ def barrier() -> None:
 
 
 @torch.no_grad()
-def broadcast_state(module: nn.Module) -> None:
-    """Copy rank 0's parameters and buffers (``module.state_dict()``) into every rank's module, in place.
-    Boolean buffers (the occupancy grid's) travel as uint8, which every backend supports."""
+def broadcast_state(module: nn.Module, shared: Optional[Callable[[str], bool]] = None) -> None:
+    """Copy rank 0's parameters and buffers (``module.state_dict()``) into every rank's module, in place; only
+    those whose names ``shared`` accepts, when given (every rank must hold those, in the same order). Boolean
+    buffers (the occupancy grid's) travel as uint8, which every backend supports."""
     if world_size() == 1:
         return
-    for tensor in module.state_dict().values():
-        if not torch.is_tensor(tensor):
+    for name, tensor in module.state_dict().items():
+        if not torch.is_tensor(tensor) or (shared is not None and not shared(name)):
             continue
         if tensor.dtype == torch.bool:
             carrier = tensor.to(torch.uint8)
@@ -105,6 +108,48 @@ def average_gradients(parameters: Iterable[nn.Parameter], weight: float, loss: T
             p.grad = (flat[offset : offset + count] / total_weight).view_as(p).to(p.dtype)
         offset += count
     return GradientSync(float(flat[-1]), float(flat[-2]) == 0.0)
+
+
+@torch.no_grad()
+def sum_shared_gradients(shared: Iterable[nn.Parameter], owned: Iterable[nn.Parameter], loss: Tensor) -> bool:
+    """One block of a split scene per rank (every rank computes the same loss of the same rays; its gradient
+    reaches each rank's own block only): replace each ``shared`` parameter's gradient by its sum over ranks (each
+    rank's holds the part through its own block), leave the ``owned`` ones, and return whether every rank's loss
+    and owned gradients were finite. When one was not, every rank's owned gradients are made non-finite too, so
+    every rank's loss scaler and step guard skip the step alike. One all-reduce; in one process, nothing is
+    exchanged."""
+    shared = [p for p in shared if p.requires_grad]
+    grads = [p.grad for p in owned if p.grad is not None]
+    sums = torch.stack([loss.detach().float().reshape(()), *(grad.sum(dtype=torch.float32) for grad in grads)])
+    device = sums.device
+    bad = (~torch.isfinite(sums).all()).float().reshape(1)
+    if world_size() > 1:
+        pieces = [
+            p.grad.reshape(-1).float() if p.grad is not None else torch.zeros(p.numel(), device=device) for p in shared
+        ]
+        used = torch.tensor([float(p.grad is not None) for p in shared], device=device)
+        flat = torch.cat([*pieces, used, bad])
+        dist.all_reduce(flat)
+        offset, used_list = 0, flat[-1 - len(shared) : -1].tolist()
+        for index, p in enumerate(shared):
+            if used_list[index] > 0:
+                p.grad = flat[offset : offset + p.numel()].view_as(p).to(p.dtype)
+            offset += p.numel()
+        bad = flat[-1:]
+    finite = float(bad) == 0.0
+    if not finite and grads:
+        grads[0].view(-1)[:1] = float("nan")
+    return finite
+
+
+def gather_to_first(value: Any) -> Optional[List[Any]]:
+    """Every rank's picklable ``value`` on rank 0 (rank ``r``'s at index ``r``), None on the other ranks;
+    ``[value]`` in one process. Every rank must call it."""
+    if world_size() == 1:
+        return [value]
+    gathered: Optional[List[Any]] = [None] * world_size() if rank() == 0 else None
+    dist.gather_object(value, gathered, dst=0)
+    return gathered
 
 
 def all_reduce_sum(tensor: Tensor) -> Tensor:

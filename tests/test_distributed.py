@@ -8,7 +8,14 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
-from nerfstudio_accel.distributed import all_reduce_sum, average_gradients, broadcast_state, evaluate_across_ranks
+from nerfstudio_accel.distributed import (
+    all_reduce_sum,
+    average_gradients,
+    broadcast_state,
+    evaluate_across_ranks,
+    gather_to_first,
+    sum_shared_gradients,
+)
 
 BATCHES = (torch.arange(6.0).reshape(3, 2), torch.arange(10.0).reshape(5, 2) / 7.0)  # unequal ray counts
 
@@ -67,8 +74,24 @@ def collectives_rank(rank: int, init_file: str, out: str) -> None:
         evaluations = evaluate_across_ranks(lambda x: x.sum(dim=1, keepdim=True) + 100 * rank, points)
         moments = all_reduce_sum(torch.tensor([1.0, rank + 1.0]))
         sync = average_gradients(net.parameters(), weight=1, loss=torch.tensor(float("nan") if rank == 1 else 0.5))
+        block = torch.nn.Linear(3, 2)  # one block per rank: only the bias is every rank's
+        broadcast_state(block, shared=lambda name: name == "bias")
+        shared, owned, poisoned = (torch.nn.Parameter(torch.zeros(n)) for n in (2, 3, 3))
+        shared.grad, owned.grad = torch.tensor([1.0, 2.0]) * (rank + 1), torch.full((3,), rank + 1.0)
+        poisoned.grad = torch.tensor([1.0, float("nan") if rank == 1 else 1.0, 1.0])
+        finite = sum_shared_gradients([shared], [owned], torch.tensor(0.5))
+        finite_when_one_is_not = sum_shared_gradients([], [poisoned], torch.tensor(0.5))
         torch.save(
-            {"state": net.state_dict(), "evaluations": evaluations, "moments": moments, "sync": sync},
+            {
+                "state": net.state_dict(),
+                "evaluations": evaluations,
+                "moments": moments,
+                "sync": sync,
+                "block": block.state_dict(),
+                "grads": (shared.grad, owned.grad, poisoned.grad),
+                "finite": (finite, finite_when_one_is_not),
+                "gathered": gather_to_first({"rank": rank}),
+            },
             Path(out) / f"rank{rank}.pt",
         )
     finally:
@@ -78,7 +101,9 @@ def collectives_rank(rank: int, init_file: str, out: str) -> None:
 def test_collectives_give_every_rank_the_same_result(tmp_path):
     """broadcast_state copies rank 0's weights and boolean buffers; evaluate_across_ranks gives every rank
     the rows each rank computed (rank 1 adds 100 to its rows: they show where each row was computed);
-    a non-finite loss on one rank is known on both."""
+    a non-finite loss on one rank is known on both. For one block per rank: broadcast_state copies only the shared
+    tensors, sum_shared_gradients sums the shared gradients and leaves the owned ones, and gather_to_first brings
+    every rank's value to rank 0."""
     mp.spawn(collectives_rank, args=(str(tmp_path / "init"), str(tmp_path)), nprocs=2, join=True)
     results = [torch.load(tmp_path / f"rank{rank}.pt", weights_only=False) for rank in (0, 1)]
     torch.manual_seed(0)
@@ -91,3 +116,10 @@ def test_collectives_give_every_rank_the_same_result(tmp_path):
         assert torch.equal(result["evaluations"], expected_rows)
         assert torch.equal(result["moments"], torch.tensor([2.0, 3.0]))
         assert result["sync"].total_weight == 2 and not result["sync"].losses_finite
+        assert torch.equal(result["grads"][0], torch.tensor([3.0, 6.0])), "shared gradients are summed"
+        assert result["finite"] == (True, False), "a non-finite gradient on one rank is known on both"
+        assert not torch.isfinite(result["grads"][2]).all(), "and every rank's own gradients show it to its scaler"
+    assert torch.equal(results[0]["block"]["bias"], results[1]["block"]["bias"]), "the shared tensor is rank 0's"
+    assert not torch.equal(results[0]["block"]["weight"], results[1]["block"]["weight"]), "blocks kept their own"
+    assert torch.equal(results[0]["grads"][1], torch.ones(3)) and torch.equal(results[1]["grads"][1], 2 * torch.ones(3))
+    assert results[0]["gathered"] == [{"rank": 0}, {"rank": 1}] and results[1]["gathered"] is None

@@ -22,6 +22,9 @@ checkpoints and resume that stops at ``--max-num-iterations``.
   every name inside it), flushed, renamed into place and the folder synced before older checkpoints
   are deleted, so neither a crash nor a power loss during a save leaves no checkpoint or a folder
   that ``ns-eval``, ``ns-viewer`` and ``ns-render`` cannot open.
+- A split scene on as many ranks as blocks (``--pipeline.spatial-blocks K --machine.num-devices K``) trains one
+  block per rank: every rank seeded alike (the same rays), shared parameters' gradients summed, no viewer or
+  evaluation during training, and rank 0 writing every block into one ordinary checkpoint (docs/spatial_blocks.md).
 - A resumed run (``--load-dir`` / ``--load-checkpoint``) continues at the saved step and ends at
   ``--max-num-iterations`` in total (nerfstudio 1.1.5 would train that many more). It may change
   ``--precision``: a checkpoint without loss-scaler state starts a fresh scaler.
@@ -32,17 +35,20 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
+import random
 import time
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Literal, Optional, Type
 
+import numpy
 import torch
 import tyro
 from nerfstudio.configs.base_config import MachineConfig
 from nerfstudio.engine.callbacks import TrainingCallbackLocation
 from nerfstudio.engine.trainer import Trainer, TrainerConfig
+from nerfstudio.utils import comms
 from nerfstudio.utils.decorators import check_main_thread, check_viewer_enabled
 from nerfstudio.utils.rich_utils import CONSOLE
 
@@ -52,6 +58,8 @@ from nerfstudio_accel.engine.resume_checks import check_resumable
 from nerfstudio_accel.engine.warm_start import warm_start
 from nerfstudio_accel.errors import AccelError, CheckpointError, ConfigError, exit_message
 from nerfstudio_accel.pipelines.accel_pipeline import AccelPipeline, AccelPipelineConfig
+from nerfstudio_accel.pipelines.hard_mining import HardSampleMiningPipelineConfig
+from nerfstudio_accel.spatial import block_ranks
 from nerfstudio_accel.step_phases import phase
 from nerfstudio_accel.viewer.accel_panel import AccelPanel
 from nerfstudio_accel.viewer.training_stats import TrainingStats
@@ -127,15 +135,33 @@ class AccelTrainerConfig(TrainerConfig):
         if not isinstance(self.pipeline, AccelPipelineConfig):
             raise ConfigError(f"AccelTrainer trains accel pipelines only, not {type(self.pipeline).__name__}")
         device_type = self.machine.device_type
-        if self.pipeline.spatial_blocks > 1 and self.machine.num_devices * self.machine.num_machines > 1:
-            raise ConfigError(
-                f"--pipeline.spatial-blocks {self.pipeline.spatial_blocks} with {self.machine.num_devices} devices: "
-                f"one block per rank is not built yet; train the blocks in one process (--machine.num-devices 1)"
-            )
+        if self.blocks_on_ranks():
+            self._check_blocks_on_ranks()
         self.precision = resolve_precision(self.precision, device_type)
         self.pipeline.resolve(device_type, eval_split)
         self.mixed_precision = self.precision != "fp32"
         self.use_grad_scaler = self.precision == "fp16" or self.pipeline.model.uses_tcnn()
+
+    def blocks_on_ranks(self) -> bool:
+        """Whether a split scene trains one block per rank (``--pipeline.spatial-blocks K`` on several ranks)."""
+        return self.pipeline.spatial_blocks > 1 and self.machine.num_devices * self.machine.num_machines > 1
+
+    def _check_blocks_on_ranks(self) -> None:
+        """As many ranks as blocks, and no hard mining (a rank's mined subset would need the other blocks'
+        importances); ``--pipeline.hard-mining auto`` becomes False."""
+        blocks, ranks = self.pipeline.spatial_blocks, self.machine.num_devices * self.machine.num_machines
+        if ranks != blocks:
+            raise ConfigError(
+                f"--pipeline.spatial-blocks {blocks} on {ranks} devices: one block per rank needs as many devices as "
+                f"blocks; use --machine.num-devices {blocks}, or 1 to train the blocks in one process"
+            )
+        if isinstance(self.pipeline, HardSampleMiningPipelineConfig):
+            if self.pipeline.hard_mining is True:
+                raise ConfigError(
+                    f"--pipeline.hard-mining True with one block per rank ({blocks} devices) is not built; "
+                    f"use --pipeline.hard-mining False, or --machine.num-devices 1"
+                )
+            self.pipeline.hard_mining = False
 
     def save_config(self) -> None:
         """nerfstudio's config.yml, written after the device check and :meth:`resolve` (ns-train's entry into
@@ -177,6 +203,25 @@ def one_line_exit():
         yield
     except AccelError as error:
         raise SystemExit(exit_message(error)) from None
+
+
+def seed_every_generator(seed: int) -> None:
+    """Seed python's, numpy's and torch's generators (CPU and every GPU) with ``seed``, as nerfstudio's launcher
+    seeds a rank (with ``seed + rank``)."""
+    random.seed(seed)
+    numpy.random.seed(seed)
+    torch.manual_seed(seed)
+
+
+def to_cpu(value: Any) -> Any:
+    """``value`` (nested dicts, lists and tuples of tensors) with every tensor copied to the CPU."""
+    if torch.is_tensor(value):
+        return value.detach().cpu()
+    if isinstance(value, dict):
+        return {key: to_cpu(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(to_cpu(item) for item in value)
+    return value
 
 
 def training_step(trainer: Trainer, step: int):
@@ -230,6 +275,15 @@ class AccelTrainer(Trainer):
             # nerfstudio's launcher never selects the rank's GPU: kernels that launch on the current device
             # (Triton, tiny-cuda-nn) would run every rank's work on GPU 0
             torch.cuda.set_device(local_rank)
+        self.blocks_on_ranks = world_size > 1 and config.blocks_on_ranks()
+        if self.blocks_on_ranks:
+            seed_every_generator(config.machine.seed)  # every rank draws the same rays, jitter and backgrounds
+            config.vis = viewer_off(config.vis)  # a view renders every block: all ranks together, never rank 0 alone
+            if distributed.rank() == 0:
+                CONSOLE.print(
+                    f"One block per rank ({world_size} blocks): no viewer and no evaluation during training (both "
+                    f"need every block); open the finished run with ns-viewer or ns-eval"
+                )
         if distributed.rank() != 0:
             config.vis = viewer_off(config.vis)
             config.start_paused = False  # only rank 0's viewer could resume it; the others wait at the all-reduce
@@ -409,7 +463,14 @@ class AccelTrainer(Trainer):
         process: gradients untouched, True (the step guard checks this rank's loss)."""
         rays = self.pipeline.rays_in_last_batch
         losses_finite, rays_per_rank = True, float(rays)
-        if self.world_size > 1:
+        if self.blocks_on_ranks:  # every rank trained on the same rays
+            owned = self.pipeline.model.rank_owned_parameters()
+            assert owned is not None, "one block per rank: the model holds one block"
+            owned_ids = {id(p) for p in owned}
+            shared = [p for g in groups for p in self.optimizers.parameters[g] if id(p) not in owned_ids]
+            losses_finite = distributed.sum_shared_gradients(shared, owned, loss)
+            rays_per_rank = rays / self.world_size
+        elif self.world_size > 1:
             params = [p for g in groups for p in self.optimizers.parameters[g]]
             sync = distributed.average_gradients(params, weight=rays, loss=loss)
             losses_finite, rays_per_rank = sync.losses_finite, sync.total_weight / self.world_size
@@ -455,21 +516,21 @@ class AccelTrainer(Trainer):
     @check_main_thread
     def eval_iteration(self, step: int) -> None:
         """nerfstudio's evaluation, on rank 0 only (the others would evaluate the same weights; their
-        results were never logged). The other ranks wait for it at the next step's all-reduce."""
-        super().eval_iteration(step)
+        results were never logged). The other ranks wait for it at the next step's all-reduce. None with one
+        block per rank (rank 0 holds one block)."""
+        if not self.blocks_on_ranks:
+            super().eval_iteration(step)
 
     # --- checkpoints and resume ------------------------------------------------------------------
 
-    @check_main_thread
     def save_checkpoint(self, step: int) -> None:
         """nerfstudio's checkpoint, written to a temporary file and renamed into place (atomic); the folder
-        is synced before older checkpoints go, so a power loss cannot leave none. Rank 0 only, as in
-        nerfstudio (other ranks would write and delete the same files)."""
-        self.checkpoint_dir.mkdir(parents=True, exist_ok=True)
-        final = self.checkpoint_dir / f"step-{step:09d}.ckpt"
-        partial_dir = partial_checkpoint_dir(self.checkpoint_dir)
-        partial_dir.mkdir(exist_ok=True)
-        partial = partial_dir / f"{final.name}.{os.getpid()}"
+        is synced before older checkpoints go, so a power loss cannot leave none. Written by rank 0 only, as in
+        nerfstudio (other ranks would write and delete the same files); with one block per rank, every rank
+        calls it and rank 0 writes every block in the one-process form
+        (:mod:`~nerfstudio_accel.spatial.block_ranks`)."""
+        if not self.blocks_on_ranks and not comms.is_main_process():  # nerfstudio's main-process guard
+            return
         state = {
             "step": step,
             "pipeline": self.pipeline.state_dict(),  # never DDP-wrapped (see AccelPipeline)
@@ -477,6 +538,31 @@ class AccelTrainer(Trainer):
             "schedulers": {k: v.state_dict() for k, v in self.optimizers.schedulers.items()},
             "scalers": self.grad_scaler.state_dict(),
         }
+        if self.blocks_on_ranks:
+            parts = distributed.gather_to_first(
+                {"pipeline": to_cpu(state["pipeline"]), "optimizers": to_cpu(state["optimizers"])}
+            )
+            if parts is None:
+                return
+            state["pipeline"] = block_ranks.merged_state([part["pipeline"] for part in parts])
+            for group in self._block_groups():
+                state["optimizers"][group] = block_ranks.merged_optimizer_state(
+                    [part["optimizers"][group] for part in parts]
+                )
+        self._write_checkpoint(step, state)
+
+    def _block_groups(self) -> List[str]:
+        """With one block per rank, the optimizer groups of this rank's block (the others are shared)."""
+        owned = {id(p) for p in self.pipeline.model.rank_owned_parameters() or []}
+        return [g for g, params in self.optimizers.parameters.items() if params and id(params[0]) in owned]
+
+    def _write_checkpoint(self, step: int, state: Dict[str, Any]) -> None:
+        """Write ``state`` as ``step``'s checkpoint (see :meth:`save_checkpoint`)."""
+        self.checkpoint_dir.mkdir(parents=True, exist_ok=True)
+        final = self.checkpoint_dir / f"step-{step:09d}.ckpt"
+        partial_dir = partial_checkpoint_dir(self.checkpoint_dir)
+        partial_dir.mkdir(exist_ok=True)
+        partial = partial_dir / f"{final.name}.{os.getpid()}"
         with open(partial, "wb") as handle:
             torch.save(state, handle)
             handle.flush()
@@ -509,6 +595,13 @@ class AccelTrainer(Trainer):
         if not Path(path).is_file():
             raise CheckpointError(f"checkpoint {path} does not exist; check --load-checkpoint")
         state = torch.load(path, map_location="cpu")
+        if self.blocks_on_ranks:  # this rank's part of the one-process checkpoint: rank r holds block r
+            block = distributed.rank()
+            state["pipeline"] = block_ranks.own_part_of_state(state["pipeline"], block)
+            for group in self._block_groups():
+                state["optimizers"][group] = block_ranks.own_part_of_optimizer_state(
+                    state["optimizers"][group], block, self.world_size
+                )
         check_resumable(self.pipeline.model, self.config, Path(path), state["pipeline"])
         self._start_step = state["step"] + 1
         self.pipeline.load_pipeline(state["pipeline"], state["step"])

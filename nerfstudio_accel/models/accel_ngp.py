@@ -49,6 +49,8 @@ from nerfstudio_accel.sampling.base import Sampler, SamplerConfig, SamplerScene
 from nerfstudio_accel.sampling.occupancy import OccupancySamplerConfig
 from nerfstudio_accel.sampling.packed import PackedSamples
 from nerfstudio_accel.sampling.proposal import ProposalSamplerConfig
+from nerfstudio_accel.spatial import block_ranks
+from nerfstudio_accel.spatial.block_composite import composite_blocks, gather_block_renders, render_block
 from nerfstudio_accel.spatial.block_field import BlockFields
 from nerfstudio_accel.spatial.block_sampler import BlockSampler
 from nerfstudio_accel.spatial.cells import MAX_BLOCKS, kd_cells
@@ -273,9 +275,18 @@ class AccelNGPModel(AccelModel):
         else:  # a field and a sampler per cell, the tables shared out (docs/spatial_blocks.md)
             cells = kd_cells(aabb, cfg.spatial_blocks)
             block_table = cfg.log2_hashmap_size - int(math.log2(cfg.spatial_blocks))
-            self.field = BlockFields([hash_grid_field(cell, block_table) for cell in cells], cells)
+            rank_block = block_ranks.own_block(cfg.spatial_blocks)
+            held = range(cfg.spatial_blocks) if rank_block is None else [rank_block]
+            seed = torch.initial_seed()
+            fields = {}
+            for block in held:  # block k starts from the same weights in one process and on rank k
+                with torch.random.fork_rng(devices=[]):
+                    torch.default_generator.manual_seed((seed + 1 + block) % 2**63)
+                    fields[block] = hash_grid_field(cells[block], block_table)
+            samplers = cfg.sampler_config().setup_cells(scene, cells)
+            self.field = BlockFields(fields, cells)
             self.sampler = BlockSampler(
-                cfg.sampler_config().setup_cells(scene, cells), cells, cfg.near_plane, cfg.far_plane
+                {block: samplers[block] for block in held}, cells, cfg.near_plane, cfg.far_plane
             )
         self.camera_optimizer = cfg.camera_optimizer.setup(num_cameras=self.num_train_data, device="cpu")
         self.image_metrics = ImageMetrics()
@@ -291,10 +302,28 @@ class AccelNGPModel(AccelModel):
         return self.config.background  # type: ignore[return-value]
 
     def get_param_groups(self) -> Dict[str, List[Parameter]]:
-        """The radiance field and the sampler's own fields, if any, train together; the camera optimizer has its own group."""
-        groups = {"fields": list(self.field.parameters()) + list(self.sampler.parameters())}
+        """The radiance field and the sampler's own fields, if any, train together (block by block in a split
+        scene); the camera optimizer has its own group."""
+        groups = {"fields": self._field_parameters()}
         self.camera_optimizer.get_param_groups(param_groups=groups)
         return groups
+
+    def _field_parameters(self) -> List[Parameter]:
+        """The field's and the sampler's parameters; in a split scene each block's field then sampler, block by
+        block (the order a rank's part of the optimizer keeps, :mod:`~nerfstudio_accel.spatial.block_ranks`)."""
+        if not isinstance(self.field, BlockFields):
+            return list(self.field.parameters()) + list(self.sampler.parameters())
+        assert isinstance(self.sampler, BlockSampler)
+        pairs = zip(self.field.field_list(), self.sampler.sampler_list())
+        return [p for field, sampler in pairs for p in (*field.parameters(), *sampler.parameters())]
+
+    @property
+    def own_block(self) -> Optional[int]:
+        """The block this rank trains alone (one block per rank); None when the process holds the whole model."""
+        return self.field.own_block if isinstance(self.field, BlockFields) else None
+
+    def rank_owned_parameters(self) -> Optional[List[Parameter]]:
+        return self._field_parameters() if self.own_block is not None else None
 
     def get_training_callbacks(
         self, training_callback_attributes: TrainingCallbackAttributes
@@ -410,6 +439,8 @@ class AccelNGPModel(AccelModel):
         packed = samples.packed
         density, color = self.field.activate(raw_density, raw_color)
         background = background_colors(self.background_mode, samples.n_rays, density.device, self.training)
+        if self.own_block is not None:
+            return self._composite_over_ranks(packed, density, color, background)
         outputs = render_packed(packed, density, color, background, backend=self.sampler.backend_for(density.device))
         outputs["background"] = background
         outputs["num_samples_per_ray"] = packed.samples_per_ray().float()[
@@ -430,6 +461,24 @@ class AccelNGPModel(AccelModel):
             outputs.update(self.sampler.losses(packed, outputs["weights"]))
         return outputs
 
+    def _composite_over_ranks(
+        self,
+        packed: PackedSamples,
+        density: Float[Tensor, "n 1"],
+        color: Float[Tensor, "n 3"],
+        background: Float[Tensor, "n_rays 3"],
+    ) -> Dict[str, Tensor]:
+        """One block per rank: this block's render of its samples, every rank's render of the same rays gathered
+        (:func:`~nerfstudio_accel.spatial.block_composite.gather_block_renders`) and composited, so the loss is the
+        whole model's and its gradient reaches this block's samples only. ``num_samples_per_ray`` counts every
+        block's samples, so every rank sizes the next ray batch alike."""
+        own = render_block(packed, density, color, backend=self.sampler.backend_for(density.device))
+        renders = gather_block_renders(own)
+        outputs = composite_blocks(renders, background)
+        outputs["background"] = background
+        outputs["num_samples_per_ray"] = torch.stack([render.samples for render in renders]).sum(dim=0)[:, None]
+        return outputs
+
     # --- nerfstudio Model API --------------------------------------------------------------------
 
     def get_outputs(self, ray_bundle: RayBundle) -> Dict[str, Tensor]:
@@ -441,7 +490,7 @@ class AccelNGPModel(AccelModel):
                 raw_density, raw_color = self.field_raw(samples)
         with phase("render and loss"):
             outputs = self.render(samples, raw_density, raw_color)
-        outputs.pop("weights")
+        outputs.pop("weights", None)
         return outputs
 
     def get_rgba_image(self, outputs: Dict[str, Tensor], output_name: str = "rgb") -> Float[Tensor, "*batch 4"]:

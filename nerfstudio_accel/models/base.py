@@ -13,7 +13,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Dict, Optional, Protocol, Tuple, TypeVar
+from typing import Any, Callable, Dict, List, Optional, Protocol, Tuple, TypeVar
 
 import torch
 import tyro
@@ -21,6 +21,7 @@ from jaxtyping import Float, Int
 from nerfstudio.cameras.rays import RayBundle
 from nerfstudio.models.base_model import Model, ModelConfig
 from torch import Tensor
+from torch.nn import Parameter
 from torch.utils.checkpoint import checkpoint
 
 from nerfstudio_accel.data.scene_checks import SceneFacts
@@ -145,6 +146,11 @@ class AccelModel(Model, ABC):
         samples = self.sample(ray_bundle)
         with torch.no_grad(), phase("scoring forward"):
             return (samples, *self.field_raw(samples))
+
+    def rank_owned_parameters(self) -> Optional[List[Parameter]]:
+        """Training one block of a split scene per rank: the parameters this rank alone holds and updates (its
+        block's); None when every rank holds the whole model (one process, or data-parallel ranks)."""
+        return None
 
     def own_sampler(self) -> Optional[Sampler]:
         """The model's :class:`~nerfstudio_accel.sampling.base.Sampler`; None where it samples another way."""

@@ -12,7 +12,8 @@ During training it sizes the ray batch so each step marches about ``target_num_s
 
 Under torch.distributed (``--machine.num-devices N``) the model is not wrapped in DDP: rank 0's weights
 and buffers are broadcast once, and the trainer averages gradients after each backward
-(:mod:`nerfstudio_accel.distributed`). Each rank draws its own rays and sizes its own ray batch.
+(:mod:`nerfstudio_accel.distributed`). Each rank draws its own rays and sizes its own ray batch. A split scene
+trained one block per rank instead draws the same rays on every rank (docs/spatial_blocks.md).
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from nerfstudio_accel.data.prefetching_datamanager import AccelDataManager
 from nerfstudio_accel.data.scene_checks import SceneFacts, check_scene
 from nerfstudio_accel.errors import ConfigError
 from nerfstudio_accel.models.base import AccelModel, AccelModelConfig
+from nerfstudio_accel.spatial import block_ranks
 from nerfstudio_accel.step_phases import phase
 
 HardSampleBatch = Tuple[Int[Tensor, " B"], Float[Tensor, "B 3"], int, Int[Tensor, " b"]]
@@ -108,7 +110,10 @@ class AccelPipeline(DynamicBatchPipeline):
         if not isinstance(self.datamanager, AccelDataManager):
             raise ConfigError(f"{type(self).__name__} needs an AccelDataManager, not {type(self.datamanager).__name__}")
         self.world_size, self.local_rank = world_size, local_rank
-        distributed.broadcast_state(self.model)
+        if self.model.rank_owned_parameters() is None:
+            distributed.broadcast_state(self.model)
+        else:  # one block per rank: each block starts from its own seed (AccelNGPModel); the rest from rank 0
+            distributed.broadcast_state(self.model, shared=lambda name: block_ranks.block_of(name) is None)
         self.rays_in_last_batch = 0
         """Rays of the batch the last training step trained on (the trainer weights this rank's gradient by it)."""
 

@@ -119,6 +119,9 @@ class GridUpdateOptions:
     ema_decay: float = 0.95
     occupancy_threshold: float = 1e-2
     """A cell is occupied when density * step exceeds min(this, mean occupancy)."""
+    shared_by_ranks: bool = True
+    """Under torch.distributed, each rank evaluates a share of an update's points (data-parallel ranks hold the same
+    field); False: this rank evaluates them all (it alone holds this grid's block of a split scene)."""
 
 
 class OccupancySampler(Sampler):
@@ -190,7 +193,10 @@ class OccupancySampler(Sampler):
                 step
             )  # on the CPU: a CUDA generator's draws depend on the GPU model
             cell_ids, points = self._update_points(step < schedule.warmup_steps, generator)
-            densities = evaluate_across_ranks(lambda x: evaluate_in_chunks(density_fn, x), points).reshape(-1)
+            if schedule.shared_by_ranks:
+                densities = evaluate_across_ranks(lambda x: evaluate_in_chunks(density_fn, x), points).reshape(-1)
+            else:
+                densities = evaluate_in_chunks(density_fn, points).reshape(-1)
             occupancy = densities * self.marching.render_step_size
             occs = self.grid.occs
             occs[torch.unique(cell_ids)] *= schedule.ema_decay

@@ -23,8 +23,8 @@ from nerfstudio_accel.ops.packed_scan import first_distance_of_each_ray
 from nerfstudio_accel.ops.volume_rendering import accumulate_along_rays, render_weight_from_density
 from nerfstudio_accel.sampling.packed import PackedSamples
 
-FLOATS_PER_RAY = 6
-"""What one block shares per ray: colour (3), opacity, weighted distance and entry distance."""
+FLOATS_PER_RAY = 7
+"""What one block shares per ray: colour (3), opacity, weighted distance, entry distance and sample count."""
 
 
 @dataclass
@@ -39,13 +39,16 @@ class BlockRender:
     """The weights' sum of sample distances (not divided by the opacity)."""
     entry: Float[Tensor, " n"]
     """Distance of the block's first sample on each ray; ``inf`` on a ray without one."""
+    samples: Float[Tensor, " n"]
+    """The block's samples on each ray (exact in float32 up to 2^24)."""
 
-    def flat(self) -> Float[Tensor, "n 6"]:
-        return torch.cat([self.rgb, self.opacity[:, None], self.depth[:, None], self.entry[:, None]], dim=-1)
+    def flat(self) -> Float[Tensor, "n 7"]:
+        columns = [self.opacity, self.depth, self.entry, self.samples]
+        return torch.cat([self.rgb, torch.stack(columns, dim=-1)], dim=-1)
 
     @staticmethod
-    def from_flat(rows: Float[Tensor, "n 6"]) -> "BlockRender":
-        return BlockRender(rows[:, :3], rows[:, 3], rows[:, 4], rows[:, 5])
+    def from_flat(rows: Float[Tensor, "n 7"]) -> "BlockRender":
+        return BlockRender(rows[:, :3], rows[:, 3], rows[:, 4], rows[:, 5], rows[:, 6])
 
 
 def render_block(
@@ -65,6 +68,7 @@ def render_block(
             opacity=accumulate_along_rays(weights, None, ray_indices, n_rays).reshape(-1),
             depth=accumulate_along_rays(weights, samples.t_mids[:, None], ray_indices, n_rays).reshape(-1),
             entry=first_distance_of_each_ray(ray_indices, samples.t_starts, n_rays),
+            samples=samples.samples_per_ray().float(),
         )
 
 

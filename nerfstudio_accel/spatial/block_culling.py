@@ -11,7 +11,8 @@ it shares two small per-ray summaries with the other ranks (:func:`~nerfstudio_a
 A candidate is then kept as in :func:`~nerfstudio_accel.sampling.culling_pass.cull_marched` over the merged
 candidates: transmittance before it at least ``early_stop_eps`` and opacity at least its cell's threshold. The
 optical depth is summed per block and then over blocks (in float64 where the device has it), so it differs from
-the one-process sum only in rounding.
+the one-process sum only in rounding. A :class:`~nerfstudio_accel.sampling.base.DensityRecord` is told the least
+visible density and the kept rows, as the one-process pass tells it.
 """
 
 from __future__ import annotations
@@ -25,8 +26,8 @@ from torch import Tensor
 from nerfstudio_accel import distributed
 from nerfstudio_accel.ops import precision
 from nerfstudio_accel.ops.packed_scan import first_distance_of_each_ray, packed_exclusive_sum, places_in_rays
-from nerfstudio_accel.sampling.base import DensityFn
-from nerfstudio_accel.sampling.culling_pass import evaluate_in_chunks
+from nerfstudio_accel.sampling.base import DensityFn, DensityRecord
+from nerfstudio_accel.sampling.culling_pass import evaluate_in_chunks, least_visible_density
 from nerfstudio_accel.sampling.occupancy import MarchingOptions
 
 
@@ -65,9 +66,12 @@ def cull_own_block(
     else:
         capped = torch.arange(candidates, device=device)
     positions = origins.float()[ray_indices] + directions.float()[ray_indices] * (0.5 * (t_starts + t_ends))[:, None]
+    record = density_fn if isinstance(density_fn, DensityRecord) else None
     if ray_indices.numel() == 0:  # nothing to read here, but the other ranks still wait for this rank's depths
         densities = positions.new_zeros(0)
     else:
+        if record is not None and 0.0 < alpha_threshold < 1.0:  # it holds only rows that can be kept
+            record.drop_below(least_visible_density(alpha_threshold, t_starts, t_ends))
         densities = evaluate_in_chunks(density_fn, positions).reshape(-1).float()
     sigmas_dt = densities * (t_ends - t_starts)
     depth_dtype = torch.float64 if precision.supports_float64(device) else torch.float32
@@ -80,7 +84,10 @@ def cull_own_block(
     visible = transmittance >= marching.early_stop_eps
     if alpha_threshold > 0.0:
         visible &= alphas >= alpha_threshold
-    keep = capped[torch.nonzero(visible).reshape(-1)]
+    kept_rows = torch.nonzero(visible).reshape(-1)  # among the rows read, in the order they were read
+    keep = capped[kept_rows]
+    if record is not None and ray_indices.numel() > 0:
+        record.keep(kept_rows)
     counts_out: Dict[str, Union[int, Tensor]] = {
         "candidates": candidates,
         "evaluated": int(capped.numel()),

@@ -4,11 +4,15 @@ Every call routes each point to the field of its cell (:func:`~nerfstudio_accel.
 the results back in the points' order, so a model, a density record or a sampler's grid update uses it as it
 uses one :class:`~nerfstudio_accel.fields.hash_grid_field.HashGridField`. Each cell's field holds its own hash
 grid over its cell (finer per unit of space than one grid over the whole box) and its own MLPs.
+
+A process holds every cell's field, or, training one block per rank, only its own cell's: that one then answers for
+every point it is asked about (the rank samples only inside its cell). The fields are keyed by their cell's index,
+so a rank's state dict is the part of the one-process state dict that names its cell.
 """
 
 from __future__ import annotations
 
-from typing import Callable, List, Optional, Sequence, Tuple
+from typing import Callable, List, Mapping, Optional, Sequence, Tuple, Union
 
 import torch
 from jaxtyping import Float, Int
@@ -19,16 +23,31 @@ from nerfstudio_accel.spatial.cells import cell_of
 
 
 class BlockFields(nn.Module):
-    """``fields[k]`` answers for the points in ``cells[k]`` (``(k, 2, 3)`` boxes tiling the scene box)."""
+    """``fields[k]`` answers for the points in ``cells[k]`` (``(k, 2, 3)`` boxes tiling the scene box); ``fields``
+    holds every cell's field (a sequence, or by cell index), or one cell's by its index (:attr:`own_block`)."""
 
-    def __init__(self, fields: Sequence[HashGridField], cells: Float[Tensor, "k 2 3"]) -> None:
+    def __init__(
+        self, fields: Union[Sequence[HashGridField], Mapping[int, HashGridField]], cells: Float[Tensor, "k 2 3"]
+    ) -> None:
         super().__init__()
-        if len(fields) != cells.shape[0]:
-            raise ValueError(f"one field per cell: {len(fields)} fields for {cells.shape[0]} cells")
-        self.fields = nn.ModuleList(fields)
+        fields = dict(enumerate(fields)) if isinstance(fields, Sequence) else dict(fields)
+        blocks = cells.shape[0]
+        if len(fields) not in (1, blocks) or any(not 0 <= k < blocks for k in fields):
+            raise ValueError(f"every cell's field or one cell's: fields {sorted(fields)} for {blocks} cells")
+        self.held = sorted(fields)
+        self.fields = nn.ModuleDict({str(k): fields[k] for k in self.held})
         self.register_buffer("cells", cells.detach().clone().float())
         self.register_buffer("aabb", torch.stack([self.cells[:, 0].amin(dim=0), self.cells[:, 1].amax(dim=0)]))
-        self.geo_feat_dim = fields[0].geo_feat_dim
+        self.geo_feat_dim = self.field_list()[0].geo_feat_dim
+
+    @property
+    def own_block(self) -> Optional[int]:
+        """The one cell whose field this process holds (one block per rank); None when it holds every cell's."""
+        return self.held[0] if len(self.held) < self.cells.shape[0] else None
+
+    def field_list(self) -> List[HashGridField]:
+        """The fields held, in the order of their cells."""
+        return list(self.fields.values())  # type: ignore[arg-type]
 
     activate = staticmethod(HashGridField.activate)
     activate_density = staticmethod(HashGridField.activate_density)
@@ -36,32 +55,37 @@ class BlockFields(nn.Module):
     @property
     def position_encoding(self):
         """The first cell's position encoding (every cell's has the same layout)."""
-        return self.fields[0].position_encoding
+        return self.field_list()[0].position_encoding
 
     @property
     def level_weights(self) -> Optional[Tensor]:
-        return self.fields[0].level_weights
+        return self.field_list()[0].level_weights
 
     @level_weights.setter
     def level_weights(self, weights: Optional[Tensor]) -> None:
-        for field in self.fields:
+        for field in self.field_list():
             field.level_weights = weights
 
     @property
     def reuses_encodings(self) -> bool:
-        return self.fields[0].reuses_encodings
+        return self.field_list()[0].reuses_encodings
 
     def cell_rows(self, positions: Float[Tensor, "n 3"]) -> List[Int[Tensor, " m"]]:
-        """Per cell, the rows of ``positions`` in it (each row in exactly one cell)."""
+        """Per cell held, the rows of ``positions`` in it (each row in exactly one cell); every row for
+        :attr:`own_block`."""
+        if self.own_block is not None:
+            return [torch.arange(positions.shape[0], device=positions.device)]
         cells = cell_of(positions.detach(), self.cells)
-        return [torch.nonzero(cells == k).reshape(-1) for k in range(len(self.fields))]
+        return [torch.nonzero(cells == k).reshape(-1) for k in self.held]
 
     def _per_cell(
         self, positions: Float[Tensor, "n 3"], width: int, call: Callable[[HashGridField, Tensor], Tensor]
     ) -> Tensor:
         """``call(field_k, rows_k)`` for every cell, each ``(m_k, width)``, back in the rows' order ``(n, width)``."""
         rows = self.cell_rows(positions)
-        parts = [call(field, cell_rows) for field, cell_rows in zip(self.fields, rows)]
+        if self.own_block is not None:
+            return call(self.field_list()[0], rows[0]).reshape(-1, width)
+        parts = [call(field, cell_rows) for field, cell_rows in zip(self.field_list(), rows)]
         dtype = next((part.dtype for part in parts if part.numel()), positions.dtype)
         stacked = torch.cat([part.reshape(-1, width).to(dtype) for part in parts])
         return stacked[torch.argsort(torch.cat(rows))]  # one gather; autograd reaches every cell's field

@@ -8,11 +8,16 @@ the candidates one sampler over the whole box would march where every cell's gri
 are capped and culled together, as that one sampler would: a ray stops early once it is opaque, whichever cells
 made it so, and each candidate's opacity threshold is its own cell's. Rendering the kept samples in that order
 composites each ray front to back over the cells it crosses.
+
+Training one block per rank, a process holds only its own cell's sampler: it marches its cell, culls with
+:func:`~nerfstudio_accel.spatial.block_culling.cull_own_block` (the same samples, agreed with the other ranks) and
+updates its grid alone.
 """
 
 from __future__ import annotations
 
-from typing import Dict, Optional, Sequence, Tuple, Union
+import dataclasses
+from typing import Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 import torch
 from jaxtyping import Float
@@ -24,6 +29,7 @@ from nerfstudio_accel.sampling.base import DensityFn, Sampler, StateOverlay, ray
 from nerfstudio_accel.sampling.culling_pass import AlphaThreshold, ThresholdPerCandidate
 from nerfstudio_accel.sampling.occupancy import OccupancySampler, visible_samples
 from nerfstudio_accel.sampling.packed import PackedSamples
+from nerfstudio_accel.spatial.block_culling import cull_own_block
 from nerfstudio_accel.spatial.cells import cell_of
 from nerfstudio_accel.step_phases import phase
 
@@ -34,26 +40,42 @@ SAMPLES_PER_RAY_OF_BLOCK = "samples_per_ray_block_"
 class BlockSampler(Sampler):
     """``samplers[k]`` marches the part of each ray inside ``cells[k]`` (``(k, 2, 3)`` boxes), all with the same
     marching options; the training jitter (up to one marching step) is drawn once per ray and shared by every
-    block."""
+    block. ``samplers`` holds every cell's sampler (a sequence, or by cell index), or one cell's by its index
+    (:attr:`own_block`)."""
 
     def __init__(
         self,
-        samplers: Sequence[OccupancySampler],
+        samplers: Union[Sequence[OccupancySampler], Mapping[int, OccupancySampler]],
         cells: Float[Tensor, "k 2 3"],
         near_plane: float = 0.05,
         far_plane: float = 1e3,
     ) -> None:
         super().__init__()
-        if len(samplers) != cells.shape[0]:
-            raise ValueError(f"one sampler per cell: {len(samplers)} samplers for {cells.shape[0]} cells")
-        self.samplers = nn.ModuleList(samplers)
+        samplers = dict(enumerate(samplers)) if isinstance(samplers, Sequence) else dict(samplers)
+        blocks = cells.shape[0]
+        if len(samplers) not in (1, blocks) or any(not 0 <= k < blocks for k in samplers):
+            raise ValueError(f"every cell's sampler or one cell's: samplers {sorted(samplers)} for {blocks} cells")
+        self.held = sorted(samplers)
+        self.samplers = nn.ModuleDict({str(k): samplers[k] for k in self.held})
         self.cells = cells.detach().float().cpu()
+        if self.own_block is not None:  # this rank alone holds its grid
+            own = self.sampler_list()[0]
+            own.grid_update = dataclasses.replace(own.grid_update, shared_by_ranks=False)
         self._last_kept: Optional[PackedSamples] = None
-        self.marching = samplers[0].marching
+        self.marching = self.sampler_list()[0].marching
         self.near_plane, self.far_plane = near_plane, far_plane
         self.overlay_label = f"Show occupancy grids ({len(samplers)} blocks)"
         self._last_counts: Dict[str, Union[int, Tensor]] = {}
         self._thresholds: Optional[Tuple[Tuple[Tuple[float, ...], torch.device], Tensor]] = None
+
+    @property
+    def own_block(self) -> Optional[int]:
+        """The one cell whose sampler this process holds (one block per rank); None when it holds every cell's."""
+        return self.held[0] if len(self.held) < self.cells.shape[0] else None
+
+    def sampler_list(self) -> List[OccupancySampler]:
+        """The samplers held, in the order of their cells."""
+        return list(self.samplers.values())  # type: ignore[arg-type]
 
     def sample(
         self,
@@ -66,12 +88,16 @@ class BlockSampler(Sampler):
     ) -> PackedSamples:
         """Every block's candidates of the rays, merged in ray order and, within a ray, front to back; at most
         ``max_samples_per_ray`` per ray; then, with ``density_fn``, the visible ones (one culling pass over the
-        merged candidates)."""
+        merged candidates). Holding one block: the samples of its own cell, which the other ranks' calls for the same
+        rays (``density_fn`` required) agree on."""
         near, far = ray_bounds(origins.shape[0], self.near_plane, self.far_plane, nears, fars, origins.device)
         if stratified:
             near = near + torch.rand_like(near) * self.marching.render_step_size
+        if self.own_block is not None:
+            assert density_fn is not None, "a rank's block is culled together with the others' blocks"
+            return self._sample_own_block(origins, directions, near, far, density_fn)
         with phase("marching"):
-            parts = [sampler.march(origins, directions, near, far) for sampler in self.samplers]
+            parts = [sampler.march(origins, directions, near, far) for sampler in self.sampler_list()]
             ray_indices = torch.cat([part[0] for part in parts])
             t_starts = torch.cat([part[1] for part in parts])
             blocks = torch.cat([torch.full_like(part[0], k) for k, part in enumerate(parts)])
@@ -81,7 +107,7 @@ class BlockSampler(Sampler):
                 order = order[first_samples_of_each_ray(ray_indices[order], self.marching.max_samples_per_ray)]
             t_ends = torch.cat([part[2] for part in parts])[order]
             ray_indices, t_starts, blocks = ray_indices[order], t_starts[order], blocks[order]
-        thresholds = tuple(sampler.effective_alpha_threshold() for sampler in self.samplers)
+        thresholds = tuple(sampler.effective_alpha_threshold() for sampler in self.sampler_list())
         alpha_threshold: AlphaThreshold = thresholds[0]
         if len(set(thresholds)) > 1:  # each candidate culled by its own cell's threshold
             alpha_threshold = ThresholdPerCandidate(
@@ -104,6 +130,34 @@ class BlockSampler(Sampler):
                 self._last_counts = counts
         return samples
 
+    def _sample_own_block(
+        self,
+        origins: Float[Tensor, "n_rays 3"],
+        directions: Float[Tensor, "n_rays 3"],
+        near: Float[Tensor, " n_rays"],
+        far: Float[Tensor, " n_rays"],
+        density_fn: DensityFn,
+    ) -> PackedSamples:
+        """The own cell's samples of the rays, capped and culled across the ranks."""
+        own = self.sampler_list()[0]
+        with phase("marching"):
+            ray_indices, t_starts, t_ends = own.march(origins, directions, near, far)
+        with phase("culling density pass"):
+            keep, counts = cull_own_block(
+                ray_indices,
+                t_starts,
+                t_ends,
+                origins,
+                directions,
+                density_fn,
+                own.effective_alpha_threshold(),
+                self.marching,
+            )
+        samples = PackedSamples(ray_indices[keep], t_starts[keep], t_ends[keep], origins, directions)
+        if self.training:
+            self._last_kept, self._last_counts = samples, counts
+        return samples
+
     def _cell_thresholds(self, thresholds: Tuple[float, ...], device: torch.device) -> Float[Tensor, " k"]:
         """The cells' thresholds on ``device``, copied there again only when they change (after grid updates)."""
         if self._thresholds is None or self._thresholds[0] != (thresholds, device):
@@ -112,18 +166,18 @@ class BlockSampler(Sampler):
 
     def update(self, step: int, density_fn: DensityFn) -> None:
         """Every block's own update (a block's grid asks ``density_fn`` only about points in its cell)."""
-        for sampler in self.samplers:
+        for sampler in self.sampler_list():
             sampler.update(step, density_fn)
 
     def figures(self) -> Dict[str, float]:
         """The last training sampling's counts over every block (``candidates``, ``evaluated``, ``kept``,
         ``alpha_culled``), each block's kept samples per ray of the batch (``samples_per_ray_block_<k>``) and the
         blocks' mean ``occupied_fraction``."""
-        fractions = [sampler.occupied_fraction() for sampler in self.samplers]
+        fractions = [sampler.occupied_fraction() for sampler in self.sampler_list()]
         figures = {name: float(count) for name, count in self._last_counts.items()}
         if self._last_kept is not None and self._last_kept.n_rays > 0:
             kept = self._last_kept
-            per_block = torch.bincount(cell_of(kept.positions.detach(), self.cells), minlength=len(self.samplers))
+            per_block = torch.bincount(cell_of(kept.positions.detach(), self.cells), minlength=self.cells.shape[0])
             for k, count in enumerate(per_block.tolist()):
                 figures[f"{SAMPLES_PER_RAY_OF_BLOCK}{k}"] = count / kept.n_rays
         return {**figures, "occupied_fraction": sum(fractions) / len(fractions)}
@@ -132,15 +186,15 @@ class BlockSampler(Sampler):
         return self.cells
 
     def state_version(self) -> Optional[int]:
-        versions = [sampler.state_version() for sampler in self.samplers]
+        versions = [sampler.state_version() for sampler in self.sampler_list()]
         return None if None in versions else sum(versions)  # type: ignore[arg-type]
 
     def state_overlay(self) -> StateOverlay:
         """Every block's overlay together."""
-        overlays = [sampler.state_overlay() for sampler in self.samplers]
+        overlays = [sampler.state_overlay() for sampler in self.sampler_list()]
         return StateOverlay(
             torch.cat([overlay.points for overlay in overlays]), min(overlay.cell_size for overlay in overlays)
         )
 
     def backend_for(self, device: torch.device) -> ResolvedSamplerBackend:
-        return self.samplers[0].backend_for(device)
+        return self.sampler_list()[0].backend_for(device)

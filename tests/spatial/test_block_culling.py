@@ -43,7 +43,7 @@ def density(points: torch.Tensor) -> torch.Tensor:
 
 def split_sampler(k: int, options):
     _, split = samplers(k, **options)
-    for sampler, occupancy in zip(split.samplers, OCCUPANCY):
+    for sampler, occupancy in zip(split.sampler_list(), OCCUPANCY):
         sampler.grid.occs.fill_(occupancy)
     return split
 
@@ -54,7 +54,7 @@ def culling_rank(rank: int, k: int, cullings, init_file: str, out: str) -> None:
         for culling in cullings:
             split = split_sampler(k, CULLING[culling])
             origins, directions = batch(culling)
-            own = split.samplers[rank]
+            own = split.sampler_list()[rank]
             near, far = ray_bounds(origins.shape[0], split.near_plane, split.far_plane, None, None, origins.device)
             ray_indices, t_starts, t_ends = own.march(origins, directions, near, far)
             keep, counts = cull_own_block(

@@ -25,7 +25,7 @@ def test_each_point_is_answered_by_its_cells_field():
     cells = cell_of(points, split.cells)
     density, color = split.field_raw(points, directions)
     encodings = split.encode(points)
-    for k, field in enumerate(split.fields):
+    for k, field in enumerate(split.field_list()):
         rows = cells == k
         assert int(rows.sum()) > 0
         own_density, own_color = field.field_raw(points[rows], directions[rows])
@@ -42,7 +42,7 @@ def test_gradients_reach_only_the_fields_of_cells_with_points():
     points = split.cells[1].mean(dim=0) + 0.01 * torch.randn(50, 3)  # all in cell 1
     density, color = split.field_raw(points, torch.nn.functional.normalize(torch.randn(50, 3), dim=-1))
     (density.sum() + color.sum()).backward()
-    grads = [field.position_encoding.table.grad for field in split.fields]
+    grads = [field.position_encoding.table.grad for field in split.field_list()]
     assert grads[0] is None and grads[2] is None
     assert grads[1] is not None and float(grads[1].abs().sum()) > 0
 
@@ -51,4 +51,4 @@ def test_coarse_to_fine_weights_reach_every_cell():
     split = block_fields(2)
     weights = torch.ones(split.position_encoding.get_out_dim())
     split.level_weights = weights
-    assert all(field.level_weights is weights for field in split.fields)
+    assert all(field.level_weights is weights for field in split.field_list())

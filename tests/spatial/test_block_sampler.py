@@ -140,7 +140,7 @@ def test_each_cell_culls_by_its_own_threshold_and_the_record_keeps_every_kept_ro
     survivors are the whole box's candidates with the transmittance of the whole ray and the threshold of their
     cell, and no kept row lies under the least density the record was told."""
     whole, split = samplers(3, culling_first_samples=rounds)
-    for sampler, occupancy in zip(split.samplers, (0.002, 1.0, 0.005)):
+    for sampler, occupancy in zip(split.sampler_list(), (0.002, 1.0, 0.005)):
         sampler.grid.occs.fill_(occupancy)
     origins, directions = rays(seed=3)
     record = FloorRecording()

@@ -19,13 +19,14 @@ def test_two_blocks_train_with_mining_and_their_own_grid_updates(tiny_scene, tmp
     model = trainer.pipeline.model
     assert isinstance(model.field, BlockFields) and model.field.cells.shape == (2, 2, 3)
     one_model = trainer.config.pipeline.model.log2_hashmap_size
-    assert all(field.position_encoding.layout.log2_hashmap_size == one_model - 1 for field in model.field.fields)
+    assert all(field.position_encoding.layout.log2_hashmap_size == one_model - 1 for field in model.field.field_list())
     assert trainer.pipeline.mines_hard_samples()
-    tables = [field.position_encoding.table.detach().clone() for field in model.field.fields]
+    tables = [field.position_encoding.table.detach().clone() for field in model.field.field_list()]
     losses = run_steps(trainer, 0, 6)
     assert all(math.isfinite(loss) for loss in losses)
     assert all(
-        not torch.equal(field.position_encoding.table, before) for field, before in zip(model.field.fields, tables)
+        not torch.equal(field.position_encoding.table, before)
+        for field, before in zip(model.field.field_list(), tables)
     )
     assert model.sampler.state_version() == 2 * 3, "each block's grid updated on steps 0, 2 and 4"
     assert model.sampler.figures()["kept"] > 0
@@ -44,6 +45,23 @@ def test_a_two_block_run_opens_in_ns_eval(run_cli, tiny_scene, tmp_path):
     assert json.loads(out.read_text())["results"]["psnr"] > 5.0
 
 
-def test_blocks_on_several_ranks_stop_before_training(tiny_scene, tmp_path):
-    with pytest.raises(ConfigError, match="one block per rank is not built yet"):
-        make_trainer(tiny_scene, tmp_path, setup=False, pipeline={"spatial_blocks": 2}, **{"machine.num_devices": 2})
+@pytest.mark.parametrize(
+    "devices, mining, message",
+    [(3, "auto", "needs as many devices as blocks"), (2, True, "hard-mining True with one block per rank")],
+)
+def test_blocks_on_ranks_that_cannot_work_stop_before_training(tiny_scene, tmp_path, devices, mining, message):
+    with pytest.raises(ConfigError, match=message):
+        make_trainer(
+            tiny_scene,
+            tmp_path,
+            setup=False,
+            pipeline={"spatial_blocks": 2, "hard_mining": mining},
+            **{"machine.num_devices": devices},
+        )
+
+
+def test_blocks_on_as_many_ranks_resolve_without_mining(tiny_scene, tmp_path):
+    trainer = make_trainer(
+        tiny_scene, tmp_path, setup=False, pipeline={"spatial_blocks": 2}, **{"machine.num_devices": 2}
+    )
+    assert trainer.config.blocks_on_ranks() and trainer.config.pipeline.hard_mining is False

@@ -1,0 +1,134 @@
+"""A split scene trained one block per rank, as nerfstudio's launcher runs ``--machine.num-devices 2`` (its
+per-rank ``train_loop`` on 2 gloo processes), against the same 2 blocks trained in one process: the same
+weights, one ordinary checkpoint, and a run that ``ns-eval`` opens on one process."""
+
+from __future__ import annotations
+
+import copy
+import json
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+from nerfstudio.data.dataparsers.blender_dataparser import BlenderDataParserConfig
+from nerfstudio.scripts.train import train_loop
+
+from nerfstudio_accel.encodings.hash_encoding import INIT_RANGE
+from nerfstudio_accel.engine.trainer import AccelTrainerConfig
+from nerfstudio_accel.methods import accel_ngp
+
+STEPS = 6
+
+
+def blocks_config(scene: Path, out: Path, devices: int) -> AccelTrainerConfig:
+    """accel-ngp in 2 blocks, small, on CPU, with its training randomness on (stratified jitter, random
+    backgrounds), grid updates every 2 steps after 2 warm-up steps, no mining, a checkpoint at the end only."""
+    config = copy.deepcopy(accel_ngp.config)
+    config.machine.device_type, config.machine.num_devices = "cpu", devices
+    config.vis = "tensorboard"
+    config.output_dir, config.experiment_name, config.timestamp = out, "exp", "run"
+    config.max_num_iterations, config.steps_per_save = STEPS, 10**6
+    config.steps_per_eval_batch = config.steps_per_eval_image = config.steps_per_eval_all_images = 10**6
+    config.pipeline.datamanager.dataparser = BlenderDataParserConfig(data=scene)
+    config.pipeline.spatial_blocks, config.pipeline.hard_mining = 2, False
+    model = config.pipeline.model
+    model.occupancy.resolution, model.log2_hashmap_size = 32, 14
+    model.occupancy.update_every, model.occupancy.warmup_steps = 2, 2
+    return config
+
+
+def training_rank(rank: int, init_file: str, config: AccelTrainerConfig) -> None:
+    dist.init_process_group(
+        "gloo", init_method=f"file://{init_file}", rank=rank, world_size=2, timeout=timedelta(seconds=120)
+    )
+    try:
+        train_loop(rank, 2, config, global_rank=rank)
+    finally:
+        dist.destroy_process_group()
+
+
+def final_checkpoint(config: AccelTrainerConfig) -> dict:
+    (path,) = (config.output_dir / "exp" / "accel-ngp" / "run" / "nerfstudio_models").glob("step-*.ckpt")
+    return torch.load(path, map_location="cpu", weights_only=False)
+
+
+@pytest.fixture(scope="module")
+def two_runs(tiny_scene, tmp_path_factory):
+    """The same config trained on 2 ranks and in one process; their configs."""
+    out = tmp_path_factory.mktemp("block_ranks")
+    ranks = blocks_config(tiny_scene, out / "ranks", devices=2)
+    ranks.save_config()  # as ns-train does before its launcher starts the ranks
+    mp.spawn(training_rank, args=(str(out / "init"), ranks), nprocs=2, join=True)
+    one = blocks_config(tiny_scene, out / "one", devices=1)
+    one.save_config()
+    train_loop(0, 1, one)
+    return ranks, one
+
+
+def assert_trained_alike(split: dict, whole: dict) -> None:
+    """A K-rank run's checkpoint ``split`` against a one-process run's ``whole``.
+
+    Tolerance, from float reduction order (each block's part of a ray is summed on its rank and the blocks then
+    composited; optical depths summed in float64): networks and grids to 1e-6; a hash-table entry whose gradient is
+    near zero can take another Adam step when its rounding differs (at most the learning rate, 1e-2), so at most 1 in
+    10^4 entries may differ by more than 1e-5."""
+    assert split["step"] == whole["step"]
+    assert split["pipeline"].keys() == whole["pipeline"].keys()
+    assert any(".field.fields.1." in name for name in split["pipeline"])
+    for name, value in whole["pipeline"].items():
+        got = split["pipeline"][name]
+        if value.dtype == torch.bool:
+            assert torch.equal(got, value), name
+        elif name.endswith("position_encoding.table"):
+            assert value.abs().max() > 100 * INIT_RANGE, f"{name} did not train"
+            differing = (got - value).abs() > 1e-5
+            assert differing.float().mean() <= 1e-4 and (got - value).abs().max() <= 1e-2, name
+        else:
+            torch.testing.assert_close(got, value, rtol=0.0, atol=1e-6, msg=name)
+    (group,) = whole["optimizers"]["fields"]["param_groups"]
+    assert split["optimizers"]["fields"]["param_groups"][0]["params"] == group["params"]
+    for index, state in whole["optimizers"]["fields"]["state"].items():
+        assert split["optimizers"]["fields"]["state"][index]["step"] == state["step"], index
+        assert split["optimizers"]["fields"]["state"][index]["exp_avg"].shape == state["exp_avg"].shape, index
+
+
+def test_two_ranks_train_the_weights_one_process_trains(two_runs):
+    """Rank 0's checkpoint holds both blocks in the one-process form, and after 6 steps (3 grid updates) they
+    equal the one-process run's: the same rays, jitter and backgrounds on every rank, and each block's samples,
+    composite and gradient as in one process."""
+    ranks, one = two_runs
+    split, whole = final_checkpoint(ranks), final_checkpoint(one)
+    assert split["step"] == STEPS - 1
+    assert_trained_alike(split, whole)
+
+
+def test_two_ranks_resume_from_their_checkpoint_as_one_process_does(two_runs, tmp_path):
+    """``--load-dir`` on 2 ranks gives each rank its part of the one-process checkpoint (weights, grid, optimizer
+    state) and trains on to the one-process resumed run's weights."""
+    resumed = []
+    for config in two_runs:
+        again = copy.deepcopy(config)
+        again.load_dir = config.output_dir / "exp" / "accel-ngp" / "run" / "nerfstudio_models"
+        again.output_dir, again.max_num_iterations = tmp_path / again.output_dir.name, STEPS + 3
+        again.save_config()
+        if again.machine.num_devices == 2:
+            mp.spawn(training_rank, args=(str(tmp_path / "init"), again), nprocs=2, join=True)
+        else:
+            train_loop(0, 1, again)
+        resumed.append(final_checkpoint(again))
+    assert resumed[0]["step"] == STEPS + 2
+    assert_trained_alike(*resumed)
+
+
+@pytest.mark.slow
+def test_a_two_rank_run_opens_in_ns_eval(run_cli, two_runs, tmp_path):
+    ranks, _ = two_runs
+    config = ranks.output_dir / "exp" / "accel-ngp" / "run" / "config.yml"
+    assert "num_devices: 2" in config.read_text()
+    out = tmp_path / "eval.json"
+    code, stdout, stderr = run_cli("ns-eval", "--load-config", str(config), "--output-path", str(out), timeout=300)
+    assert code == 0 and "Traceback" not in stderr, (stdout + stderr)[-3000:]
+    assert json.loads(out.read_text())["results"]["psnr"] > 5.0
