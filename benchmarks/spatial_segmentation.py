@@ -15,7 +15,7 @@ Both run ``--steps`` steps; with ``--seconds``, each runs again for as many step
 the first runs fits in that time (equal time, start-up not counted). Hard mining is off in both (ranks refuse it
 with blocks). Per run: the median ms per step (rank 0, after the first 10% of steps), the bytes each rank hands to
 collectives per step (the tensors' payload, medians over steps; a ring all-reduce moves about twice its payload
-per rank, an all-gather about its payload), parameters and peak resident memory per rank, and, from the
+per rank, an all-gather about its payload), parameters and peak resident memory (VmHWM) per rank, and, from the
 checkpoint in one process, the PSNR over every test view and the render time per view (a K-block model fuses
 its blocks per ray: the render cost spatial segmentation pays). Prints one markdown table; writes
 ``results.json`` to ``--out``.
@@ -42,7 +42,6 @@ from nerfstudio.utils.eval_utils import eval_setup
 from nerfstudio_accel import distributed
 from nerfstudio_accel.bench.configs import MethodSpec, build_config
 from nerfstudio_accel.bench.evaluation import evaluate_views
-from nerfstudio_accel.bench.memory import peak_rss_bytes
 from nerfstudio_accel.engine.trainer import AccelTrainer, AccelTrainerConfig
 
 RUNS = {"one rank": (1, 1), "data-parallel": (2, 1), "2 blocks": (2, 2)}
@@ -94,9 +93,18 @@ class MeasuredTrainer(AccelTrainer):
             "bytes_per_step": statistics.median(self.step_bytes[skip:]),
             "rays_per_step": statistics.median(self.step_rays[skip:]),
             "parameters": sum(p.numel() for p in self.pipeline.model.parameters()),
-            "peak_rss_mb": peak_rss_bytes() / 2**20,
+            "peak_rss_mb": peak_resident_mib(),
         }
         (self.config.record_dir / f"rank{distributed.rank()}.json").write_text(json.dumps(record))
+
+
+def peak_resident_mib() -> float:
+    """This process's peak resident memory (Linux's VmHWM, which starts afresh in a spawned process, unlike
+    ``ru_maxrss``, which a child inherits from its parent)."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
 
 
 def rank_main(rank: int, ranks: int, init_file: str, config: MeasuredTrainerConfig) -> None:
@@ -156,7 +164,7 @@ def train_and_score(args: argparse.Namespace, label: str, steps: int, folder: Pa
 def markdown(rows: List[Dict]) -> str:
     lines = [
         "| run | ranks | steps | ms/step | rays/s trained | KiB/step per rank | parameters per rank | "
-        "peak RSS per rank (MiB) | PSNR | render ms/view |",
+        "peak resident MiB per rank | PSNR | render ms/view |",
         "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for row in rows:
