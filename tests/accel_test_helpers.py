@@ -4,11 +4,14 @@ on CPU as ns-train builds it, nerfstudio's training step with its callbacks, and
 from __future__ import annotations
 
 import copy
+from datetime import timedelta
 from pathlib import Path
 from typing import Any, Dict, Optional
 
 import torch
+import torch.distributed as dist
 from nerfstudio.data.dataparsers.blender_dataparser import BlenderDataParserConfig
+from nerfstudio.scripts.train import train_loop
 
 from nerfstudio_accel.engine.build import build_trainer_config
 from nerfstudio_accel.engine.trainer import AccelTrainer, AccelTrainerConfig, training_step
@@ -86,6 +89,18 @@ def train_run(scene: Path, output_dir: Path, steps: int, **kwargs) -> AccelTrain
     trainer.setup()
     trainer.train()
     return trainer
+
+
+def gloo_train_loop(rank: int, init_file: str, config: AccelTrainerConfig) -> None:
+    """Rank ``rank`` of 2 gloo processes running nerfstudio's per-rank ``train_loop``, as its launcher runs
+    ``--machine.num-devices 2`` (for ``torch.multiprocessing.spawn``)."""
+    dist.init_process_group(
+        "gloo", init_method=f"file://{init_file}", rank=rank, world_size=2, timeout=timedelta(seconds=120)
+    )
+    try:
+        train_loop(rank, 2, config, global_rank=rank)
+    finally:
+        dist.destroy_process_group()
 
 
 def run_steps(trainer: AccelTrainer, start: int, count: int) -> list:

@@ -7,7 +7,6 @@ from __future__ import annotations
 import copy
 import operator
 from dataclasses import dataclass, field
-from datetime import timedelta
 from pathlib import Path
 from typing import Type
 
@@ -16,9 +15,8 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 from nerfstudio.data.dataparsers.blender_dataparser import BlenderDataParserConfig
-from nerfstudio.scripts.train import train_loop
 
-from accel_test_helpers import make_trainer
+from accel_test_helpers import gloo_train_loop, make_trainer
 from nerfstudio_accel.engine.trainer import AccelTrainer, AccelTrainerConfig
 from nerfstudio_accel.methods import accel_nerfacto, accel_ngp
 
@@ -112,22 +110,12 @@ def distributed_config(scene: Path, out: Path, steps: int, min_hard_fraction: fl
     return config
 
 
-def training_rank(rank: int, init_file: str, config: RecordingTrainerConfig) -> None:
-    dist.init_process_group(
-        "gloo", init_method=f"file://{init_file}", rank=rank, world_size=2, timeout=timedelta(seconds=120)
-    )
-    try:
-        train_loop(rank, 2, config, global_rank=rank)
-    finally:
-        dist.destroy_process_group()
-
-
 def train_two_ranks(config: RecordingTrainerConfig) -> list:
     """Both ranks' records after ``config``'s training on 2 gloo processes."""
     folder = config.record_dir
     folder.mkdir(parents=True, exist_ok=True)
     config.save_config()  # as ns-train does before its launcher starts the ranks (it makes the run's folder)
-    mp.spawn(training_rank, args=(str(folder / "init"), config), nprocs=2, join=True)
+    mp.spawn(gloo_train_loop, args=(str(folder / "init"), config), nprocs=2, join=True)
     return [torch.load(folder / f"rank{rank}.pt", weights_only=False) for rank in (0, 1)]
 
 

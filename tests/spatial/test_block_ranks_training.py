@@ -6,16 +6,15 @@ from __future__ import annotations
 
 import copy
 import json
-from datetime import timedelta
 from pathlib import Path
 
 import pytest
 import torch
-import torch.distributed as dist
 import torch.multiprocessing as mp
 from nerfstudio.data.dataparsers.blender_dataparser import BlenderDataParserConfig
 from nerfstudio.scripts.train import train_loop
 
+from accel_test_helpers import gloo_train_loop
 from nerfstudio_accel.encodings.hash_encoding import INIT_RANGE
 from nerfstudio_accel.engine.trainer import AccelTrainerConfig
 from nerfstudio_accel.methods import accel_ngp
@@ -40,16 +39,6 @@ def blocks_config(scene: Path, out: Path, devices: int) -> AccelTrainerConfig:
     return config
 
 
-def training_rank(rank: int, init_file: str, config: AccelTrainerConfig) -> None:
-    dist.init_process_group(
-        "gloo", init_method=f"file://{init_file}", rank=rank, world_size=2, timeout=timedelta(seconds=120)
-    )
-    try:
-        train_loop(rank, 2, config, global_rank=rank)
-    finally:
-        dist.destroy_process_group()
-
-
 def final_checkpoint(config: AccelTrainerConfig) -> dict:
     (path,) = (config.output_dir / "exp" / "accel-ngp" / "run" / "nerfstudio_models").glob("step-*.ckpt")
     return torch.load(path, map_location="cpu", weights_only=False)
@@ -61,7 +50,7 @@ def two_runs(tiny_scene, tmp_path_factory):
     out = tmp_path_factory.mktemp("block_ranks")
     ranks = blocks_config(tiny_scene, out / "ranks", devices=2)
     ranks.save_config()  # as ns-train does before its launcher starts the ranks
-    mp.spawn(training_rank, args=(str(out / "init"), ranks), nprocs=2, join=True)
+    mp.spawn(gloo_train_loop, args=(str(out / "init"), ranks), nprocs=2, join=True)
     one = blocks_config(tiny_scene, out / "one", devices=1)
     one.save_config()
     train_loop(0, 1, one)
@@ -115,7 +104,7 @@ def test_two_ranks_resume_from_their_checkpoint_as_one_process_does(two_runs, tm
         again.output_dir, again.max_num_iterations = tmp_path / again.output_dir.name, STEPS + 3
         again.save_config()
         if again.machine.num_devices == 2:
-            mp.spawn(training_rank, args=(str(tmp_path / "init"), again), nprocs=2, join=True)
+            mp.spawn(gloo_train_loop, args=(str(tmp_path / "init"), again), nprocs=2, join=True)
         else:
             train_loop(0, 1, again)
         resumed.append(final_checkpoint(again))
