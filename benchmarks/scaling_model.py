@@ -17,8 +17,9 @@ with more ranks; what is added per step is communication (see :mod:`nerfstudio_a
 Spatial segmentation (``--pipeline.spatial-blocks N`` on ``N`` ranks) trains the same ``--rays-per-step`` rays on
 every rank, each rank the samples of its own block: a step costs ``--fixed-ms`` (what no block divides: drawing
 rays, compositing, the loss, Python) plus ``1/N`` of the rest, assuming blocks with equal shares of the samples
-(the k-d split gives equal volumes, not equal samples), plus three all-gathers per step of 2, 1 and 7 floats per
-ray per rank (the culling pass's summaries and each block's render) and a one-float all-reduce; no gradient of a
+(the k-d split gives equal volumes, not equal samples), plus three all-gathers per step of 8, 8 and 28 bytes per
+ray per rank (the culling pass's summaries, its optical depth in float64, each block's render) and a one-float
+all-reduce (the non-finite flag; shared gradients, none for object scenes, are left out); no gradient of a
 block travels, and each rank holds ``1/N`` of the field's parameters. Its speedup counts rays per second against
 one rank, as data-parallel's does.
 
@@ -47,8 +48,9 @@ LINKS: Dict[str, Tuple[float, float]] = {
     "10 Gb/s Ethernet": (1.1e9, 50e-6),
 }
 """name: (bytes per second reached by a ring all-reduce, seconds of latency per ring step): assumptions."""
-GATHERED_FLOATS_PER_RAY = (2, 1, FLOATS_PER_RAY)
-"""Spatial segmentation's three all-gathers per step, in floats per ray per rank."""
+GATHERED_BYTES_PER_RAY = (2 * 4, 8, 4 * FLOATS_PER_RAY)
+"""Spatial segmentation's three all-gathers per step, in bytes per ray per rank: 2 float32 culling summaries, the
+optical depth in float64, the block's render in float32."""
 
 
 def model_sizes(device_defaults: str) -> Tuple[int, int, int, int]:
@@ -121,7 +123,7 @@ def segmentation_table(
     params = sizes[0]
     lines = [
         f"One block per rank: {rays:,} rays per step on every rank, {fixed_ms:g} of {step_ms:g} ms/step not divided "
-        f"among blocks, all-gathers of {sum(GATHERED_FLOATS_PER_RAY)} floats per ray per rank.",
+        f"among blocks, all-gathers of {sum(GATHERED_BYTES_PER_RAY)} bytes per ray per rank.",
         "",
         "| link (assumed) | ranks | parameters per rank | comm ms/step | step ms | speedup in rays/s | data-parallel's |",
         "|---|---:|---:|---:|---:|---:|---:|",
@@ -130,8 +132,8 @@ def segmentation_table(
         for n in ranks:
             data_parallel = data_parallel_step(step_ms, 0.0, n, sizes, (bandwidth, latency))[2]
             comm = sum(
-                ring_seconds(4.0 * floats * rays * n, n, bandwidth, latency, all_reduce=False)
-                for floats in GATHERED_FLOATS_PER_RAY
+                ring_seconds(float(nbytes * rays * n), n, bandwidth, latency, all_reduce=False)
+                for nbytes in GATHERED_BYTES_PER_RAY
             )
             comm = 1000 * (comm + ring_seconds(4.0, n, bandwidth, latency))
             step = fixed_ms + (step_ms - fixed_ms) / n + comm

@@ -110,45 +110,63 @@ def average_gradients(parameters: Iterable[nn.Parameter], weight: float, loss: T
     return GradientSync(float(flat[-1]), float(flat[-2]) == 0.0)
 
 
+@dataclass
+class SharedGradientSync:
+    """What :func:`sum_shared_gradients` agreed on across ranks."""
+
+    finite: bool
+    """Whether every rank's loss and owned gradients were finite."""
+    ranks_with_gradients: int
+    """How many ranks had a gradient for any of their owned parameters."""
+
+
 @torch.no_grad()
-def sum_shared_gradients(shared: Iterable[nn.Parameter], owned: Iterable[nn.Parameter], loss: Tensor) -> bool:
+def sum_shared_gradients(
+    shared: Iterable[nn.Parameter], owned: Iterable[nn.Parameter], loss: Tensor
+) -> SharedGradientSync:
     """One block of a split scene per rank (every rank computes the same loss of the same rays; its gradient
     reaches each rank's own block only): replace each ``shared`` parameter's gradient by its sum over ranks (each
-    rank's holds the part through its own block), leave the ``owned`` ones, and return whether every rank's loss
-    and owned gradients were finite. When one was not, every rank's owned gradients are made non-finite too, so
-    every rank's loss scaler and step guard skip the step alike. One all-reduce; in one process, nothing is
-    exchanged."""
+    rank's holds the part through its own block) and leave the ``owned`` ones. When a rank's loss or owned
+    gradients were not finite, every rank's owned gradients are made non-finite too, so every rank's loss scaler
+    and step guard skip the step alike. One all-reduce; in one process, nothing is exchanged."""
     shared = [p for p in shared if p.requires_grad]
     grads = [p.grad for p in owned if p.grad is not None]
     sums = torch.stack([loss.detach().float().reshape(()), *(grad.sum(dtype=torch.float32) for grad in grads)])
     device = sums.device
-    bad = (~torch.isfinite(sums).all()).float().reshape(1)
+    flags = torch.stack([(~torch.isfinite(sums).all()).float(), sums.new_tensor(float(bool(grads)))])
     if world_size() > 1:
         pieces = [
             p.grad.reshape(-1).float() if p.grad is not None else torch.zeros(p.numel(), device=device) for p in shared
         ]
         used = torch.tensor([float(p.grad is not None) for p in shared], device=device)
-        flat = torch.cat([*pieces, used, bad])
+        flat = torch.cat([*pieces, used, flags])
         dist.all_reduce(flat)
-        offset, used_list = 0, flat[-1 - len(shared) : -1].tolist()
+        offset, used_list = 0, flat[-2 - len(shared) : -2].tolist()
         for index, p in enumerate(shared):
             if used_list[index] > 0:
                 p.grad = flat[offset : offset + p.numel()].view_as(p).to(p.dtype)
             offset += p.numel()
-        bad = flat[-1:]
-    finite = float(bad) == 0.0
-    if not finite and grads:
+        flags = flat[-2:]
+    bad, with_gradients = flags.tolist()
+    if bad and grads:
         grads[0].view(-1)[:1] = float("nan")
-    return finite
+    return SharedGradientSync(finite=bad == 0.0, ranks_with_gradients=int(with_gradients))
+
+
+_HOST_GROUP: List[Any] = []
+"""A gloo group over every rank, made on first use when the default group is not gloo."""
 
 
 def gather_to_first(value: Any) -> Optional[List[Any]]:
     """Every rank's picklable ``value`` on rank 0 (rank ``r``'s at index ``r``), None on the other ranks;
-    ``[value]`` in one process. Every rank must call it."""
+    ``[value]`` in one process. Through host memory: NCCL would stage every rank's pickled value on rank 0's GPU.
+    Every rank must call it."""
     if world_size() == 1:
         return [value]
+    if dist.get_backend() != "gloo" and not _HOST_GROUP:
+        _HOST_GROUP.append(dist.new_group(backend="gloo"))
     gathered: Optional[List[Any]] = [None] * world_size() if rank() == 0 else None
-    dist.gather_object(value, gathered, dst=0)
+    dist.gather_object(value, gathered, dst=0, group=_HOST_GROUP[0] if _HOST_GROUP else None)
     return gathered
 
 

@@ -81,6 +81,8 @@ def collectives_rank(rank: int, init_file: str, out: str) -> None:
         poisoned.grad = torch.tensor([1.0, float("nan") if rank == 1 else 1.0, 1.0])
         finite = sum_shared_gradients([shared], [owned], torch.tensor(0.5))
         finite_when_one_is_not = sum_shared_gradients([], [poisoned], torch.tensor(0.5))
+        without_samples = torch.nn.Parameter(torch.zeros(3))  # rank 1's block had no sample: no gradient
+        one_with_gradients = sum_shared_gradients([], [owned if rank == 0 else without_samples], torch.tensor(0.5))
         torch.save(
             {
                 "state": net.state_dict(),
@@ -89,7 +91,7 @@ def collectives_rank(rank: int, init_file: str, out: str) -> None:
                 "sync": sync,
                 "block": block.state_dict(),
                 "grads": (shared.grad, owned.grad, poisoned.grad),
-                "finite": (finite, finite_when_one_is_not),
+                "syncs": (finite, finite_when_one_is_not, one_with_gradients),
                 "gathered": gather_to_first({"rank": rank}),
             },
             Path(out) / f"rank{rank}.pt",
@@ -117,7 +119,10 @@ def test_collectives_give_every_rank_the_same_result(tmp_path):
         assert torch.equal(result["moments"], torch.tensor([2.0, 3.0]))
         assert result["sync"].total_weight == 2 and not result["sync"].losses_finite
         assert torch.equal(result["grads"][0], torch.tensor([3.0, 6.0])), "shared gradients are summed"
-        assert result["finite"] == (True, False), "a non-finite gradient on one rank is known on both"
+        assert [sync.finite for sync in result["syncs"]] == [True, False, True], (
+            "a non-finite gradient is known on both"
+        )
+        assert [sync.ranks_with_gradients for sync in result["syncs"]] == [2, 2, 1]
         assert not torch.isfinite(result["grads"][2]).all(), "and every rank's own gradients show it to its scaler"
     assert torch.equal(results[0]["block"]["bias"], results[1]["block"]["bias"]), "the shared tensor is rank 0's"
     assert not torch.equal(results[0]["block"]["weight"], results[1]["block"]["weight"]), "blocks kept their own"

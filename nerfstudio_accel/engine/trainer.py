@@ -53,6 +53,7 @@ from nerfstudio.utils.decorators import check_main_thread, check_viewer_enabled
 from nerfstudio.utils.rich_utils import CONSOLE
 
 from nerfstudio_accel import distributed
+from nerfstudio_accel.data.prefetching_datamanager import AccelDataManagerConfig
 from nerfstudio_accel.engine.event_writers import release_event_writers
 from nerfstudio_accel.engine.resume_checks import check_resumable
 from nerfstudio_accel.engine.warm_start import warm_start
@@ -147,13 +148,32 @@ class AccelTrainerConfig(TrainerConfig):
         return self.pipeline.spatial_blocks > 1 and self.machine.num_devices * self.machine.num_machines > 1
 
     def _check_blocks_on_ranks(self) -> None:
-        """As many ranks as blocks, and no hard mining (a rank's mined subset would need the other blocks'
-        importances); ``--pipeline.hard-mining auto`` becomes False."""
+        """As many ranks as blocks; no hard mining (a rank's mined subset would need the other blocks'
+        importances; ``--pipeline.hard-mining auto`` becomes False), no gradient clipping or accumulation (a rank
+        holds one block's gradients); batches prepared on the training thread (a producer thread reads the dynamic
+        batch size when it gets to it, which differs between ranks, so their rays would differ)."""
         blocks, ranks = self.pipeline.spatial_blocks, self.machine.num_devices * self.machine.num_machines
         if ranks != blocks:
             raise ConfigError(
                 f"--pipeline.spatial-blocks {blocks} on {ranks} devices: one block per rank needs as many devices as "
                 f"blocks; use --machine.num-devices {blocks}, or 1 to train the blocks in one process"
+            )
+        clipped = [
+            f"--optimizers.{g}.optimizer.max-norm" for g, c in self.optimizers.items() if c["optimizer"].max_norm
+        ]
+        clipped += ["--max-grad-norm"] if self.max_grad_norm is not None else []
+        if clipped or any(steps > 1 for steps in self.gradient_accumulation_steps.values()):
+            what = clipped[0] if clipped else "--gradient-accumulation-steps"
+            raise ConfigError(
+                f"{what} with one block per rank ({blocks} devices) is not built (each rank holds one block's "
+                f"gradients); leave it unset, or train with --machine.num-devices 1"
+            )
+        datamanager = self.pipeline.datamanager
+        if isinstance(datamanager, AccelDataManagerConfig) and datamanager.prefetch_batches > 0:
+            datamanager.prefetch_batches = 0
+            CONSOLE.print(
+                "One block per rank: batches are prepared on the training thread (--pipeline.datamanager."
+                "prefetch-batches 0), so every rank draws the same rays"
             )
         if isinstance(self.pipeline, HardSampleMiningPipelineConfig):
             if self.pipeline.hard_mining is True:
@@ -279,6 +299,7 @@ class AccelTrainer(Trainer):
         if self.blocks_on_ranks:
             seed_every_generator(config.machine.seed)  # every rank draws the same rays, jitter and backgrounds
             config.vis = viewer_off(config.vis)  # a view renders every block: all ranks together, never rank 0 alone
+            config.start_paused = False  # no viewer could resume it
             if distributed.rank() == 0:
                 CONSOLE.print(
                     f"One block per rank ({world_size} blocks): no viewer and no evaluation during training (both "
@@ -307,6 +328,9 @@ class AccelTrainer(Trainer):
         self.grad_scaler = torch.amp.GradScaler(device_type, enabled=self.use_grad_scaler)
         self.skipped_steps = 0
         self.consecutive_skips = 0
+        self.peers_stepped = False
+        """With one block per rank: whether any rank had gradients this step (a rank whose block had no samples
+        still steps its schedulers with the others)."""
         self.stepped = False
         """Whether an optimizer step was taken in this process: until then, with loss scaling, skipped steps with a
         finite loss calibrate the scale (said once, not per step)."""
@@ -447,7 +471,7 @@ class AccelTrainer(Trainer):
             metrics_dict["loss_scale"] = torch.tensor(self.grad_scaler.get_scale())
         if stepping:  # the scaler updates from the inf checks of its unscale_ calls: none, nothing to update
             self.grad_scaler.update()
-        if finite and stepping:
+        if finite and (stepping or self.peers_stepped):
             self.optimizers.scheduler_step_all(step)
             if not self.stepped and self.skipped_steps and distributed.rank() == 0:
                 CONSOLE.print(
@@ -468,8 +492,13 @@ class AccelTrainer(Trainer):
             assert owned is not None, "one block per rank: the model holds one block"
             owned_ids = {id(p) for p in owned}
             shared = [p for g in groups for p in self.optimizers.parameters[g] if id(p) not in owned_ids]
-            losses_finite = distributed.sum_shared_gradients(shared, owned, loss)
-            rays_per_rank = rays / self.world_size
+            sync = distributed.sum_shared_gradients(shared, owned, loss)
+            losses_finite, rays_per_rank = sync.finite, rays / self.world_size
+            mine = any(p.grad is not None for p in owned)
+            self.peers_stepped = sync.ranks_with_gradients > 0
+            if self.use_grad_scaler and self.peers_stepped and not mine:
+                for p in owned:  # a scaler steps only with gradients to check; Adam then moves this block (one process
+                    p.grad = torch.zeros_like(p)  # would leave a block without samples alone)
         elif self.world_size > 1:
             params = [p for g in groups for p in self.optimizers.parameters[g]]
             sync = distributed.average_gradients(params, weight=rays, loss=loss)
@@ -596,13 +625,13 @@ class AccelTrainer(Trainer):
             raise CheckpointError(f"checkpoint {path} does not exist; check --load-checkpoint")
         state = torch.load(path, map_location="cpu")
         if self.blocks_on_ranks:  # this rank's part of the one-process checkpoint: rank r holds block r
-            block = distributed.rank()
-            state["pipeline"] = block_ranks.own_part_of_state(state["pipeline"], block)
+            state["pipeline"] = block_ranks.own_part_of_state(state["pipeline"], distributed.rank())
+        check_resumable(self.pipeline.model, self.config, Path(path), state["pipeline"])
+        if self.blocks_on_ranks:
             for group in self._block_groups():
                 state["optimizers"][group] = block_ranks.own_part_of_optimizer_state(
-                    state["optimizers"][group], block, self.world_size
+                    state["optimizers"][group], distributed.rank(), self.world_size
                 )
-        check_resumable(self.pipeline.model, self.config, Path(path), state["pipeline"])
         self._start_step = state["step"] + 1
         self.pipeline.load_pipeline(state["pipeline"], state["step"])
         try:

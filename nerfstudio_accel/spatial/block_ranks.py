@@ -67,7 +67,8 @@ def own_part_of_optimizer_state(state: Mapping[str, Any], block: int, blocks: in
     many parameters), numbered from 0 as that block's rank numbers them."""
     (group,) = state["param_groups"]
     per_block, left = divmod(len(group["params"]), blocks)
-    assert left == 0, f"{len(group['params'])} parameters do not split into {blocks} equal blocks"
+    if left:
+        raise ValueError(f"{len(group['params'])} parameters do not split into {blocks} equal blocks")
     mine = group["params"][block * per_block : (block + 1) * per_block]
     renumbered = {old: index for index, old in enumerate(mine)}
     own_state = {renumbered[old]: value for old, value in state["state"].items() if old in renumbered}

@@ -24,7 +24,8 @@ STEPS = 6
 
 def blocks_config(scene: Path, out: Path, devices: int) -> AccelTrainerConfig:
     """accel-ngp in 2 blocks, small, on CPU, with its training randomness on (stratified jitter, random
-    backgrounds), grid updates every 2 steps after 2 warm-up steps, no mining, a checkpoint at the end only."""
+    backgrounds), grid updates every 2 steps after 2 warm-up steps, no mining, batches prepared on the training
+    thread, a checkpoint at the end only."""
     config = copy.deepcopy(accel_ngp.config)
     config.machine.device_type, config.machine.num_devices = "cpu", devices
     config.vis = "tensorboard"
@@ -33,6 +34,7 @@ def blocks_config(scene: Path, out: Path, devices: int) -> AccelTrainerConfig:
     config.steps_per_eval_batch = config.steps_per_eval_image = config.steps_per_eval_all_images = 10**6
     config.pipeline.datamanager.dataparser = BlenderDataParserConfig(data=scene)
     config.pipeline.spatial_blocks, config.pipeline.hard_mining = 2, False
+    config.pipeline.datamanager.prefetch_batches = 0  # as ranks with blocks prepare them: the same batch sizes
     model = config.pipeline.model
     model.occupancy.resolution, model.log2_hashmap_size = 32, 14
     model.occupancy.update_every, model.occupancy.warmup_steps = 2, 2

@@ -46,22 +46,32 @@ def test_a_two_block_run_opens_in_ns_eval(run_cli, tiny_scene, tmp_path):
 
 
 @pytest.mark.parametrize(
-    "devices, mining, message",
-    [(3, "auto", "needs as many devices as blocks"), (2, True, "hard-mining True with one block per rank")],
+    "devices, pipeline, trainer, message",
+    [
+        (3, {}, {}, "needs as many devices as blocks"),
+        (2, {"hard_mining": True}, {}, "hard-mining True with one block per rank"),
+        (2, {}, {"max_grad_norm": 1.0}, "--max-grad-norm with one block per rank"),
+        (2, {}, {"gradient_accumulation_steps": {"fields": 2}}, "--gradient-accumulation-steps with one block"),
+    ],
 )
-def test_blocks_on_ranks_that_cannot_work_stop_before_training(tiny_scene, tmp_path, devices, mining, message):
+def test_blocks_on_ranks_that_cannot_work_stop_before_training(
+    tiny_scene, tmp_path, devices, pipeline, trainer, message
+):
     with pytest.raises(ConfigError, match=message):
         make_trainer(
             tiny_scene,
             tmp_path,
             setup=False,
-            pipeline={"spatial_blocks": 2, "hard_mining": mining},
-            **{"machine.num_devices": devices},
+            pipeline={"spatial_blocks": 2, **pipeline},
+            **{"machine.num_devices": devices, **trainer},
         )
 
 
-def test_blocks_on_as_many_ranks_resolve_without_mining(tiny_scene, tmp_path):
+def test_blocks_on_as_many_ranks_resolve_without_mining_and_prefetching(tiny_scene, tmp_path):
+    """No hard mining, and batches prepared on the training thread (a producer thread would size them when it gets
+    to them, differently on each rank)."""
     trainer = make_trainer(
         tiny_scene, tmp_path, setup=False, pipeline={"spatial_blocks": 2}, **{"machine.num_devices": 2}
     )
     assert trainer.config.blocks_on_ranks() and trainer.config.pipeline.hard_mining is False
+    assert trainer.config.pipeline.datamanager.prefetch_batches == 0
