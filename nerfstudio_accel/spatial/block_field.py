@@ -19,6 +19,7 @@ from jaxtyping import Float, Int
 from torch import Tensor, nn
 
 from nerfstudio_accel.fields.hash_grid_field import HashGridField
+from nerfstudio_accel.spatial.block_ranks import held_blocks
 from nerfstudio_accel.spatial.cells import cell_of
 
 
@@ -30,10 +31,7 @@ class BlockFields(nn.Module):
         self, fields: Union[Sequence[HashGridField], Mapping[int, HashGridField]], cells: Float[Tensor, "k 2 3"]
     ) -> None:
         super().__init__()
-        fields = dict(enumerate(fields)) if isinstance(fields, Sequence) else dict(fields)
-        blocks = cells.shape[0]
-        if len(fields) not in (1, blocks) or any(not 0 <= k < blocks for k in fields):
-            raise ValueError(f"every cell's field or one cell's: fields {sorted(fields)} for {blocks} cells")
+        fields = held_blocks(fields, cells.shape[0], "field")
         self.held = sorted(fields)
         self.fields = nn.ModuleDict({str(k): fields[k] for k in self.held})
         self.register_buffer("cells", cells.detach().clone().float())

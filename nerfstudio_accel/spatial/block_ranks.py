@@ -10,7 +10,7 @@ tools open on one device and a resume on ``K`` ranks splits again (docs/spatial_
 from __future__ import annotations
 
 import re
-from typing import Any, Dict, List, Mapping, Optional, Sequence
+from typing import Any, Dict, List, Mapping, Optional, Sequence, TypeVar, Union
 
 from nerfstudio_accel import distributed
 
@@ -22,6 +22,18 @@ def own_block(blocks: int) -> Optional[int]:
     """The block this process trains alone: its rank, when a scene split into ``blocks`` cells trains on several
     ranks (the trainer has checked that they are as many); None in one process or without a split."""
     return distributed.rank() if blocks > 1 and distributed.world_size() > 1 else None
+
+
+Part = TypeVar("Part")
+
+
+def held_blocks(parts: Union[Sequence[Part], Mapping[int, Part]], blocks: int, what: str) -> Dict[int, Part]:
+    """``parts`` by block index: every block's (a sequence, or by index) or one block's (by its index, one block per
+    rank); anything else raises ``ValueError``."""
+    held = dict(enumerate(parts)) if isinstance(parts, Sequence) else dict(parts)
+    if len(held) not in (1, blocks) or any(not 0 <= k < blocks for k in held):
+        raise ValueError(f"every cell's {what} or one cell's: {what}s {sorted(held)} for {blocks} cells")
+    return held
 
 
 def block_of(name: str) -> Optional[int]:

@@ -30,6 +30,7 @@ from nerfstudio_accel.sampling.culling_pass import AlphaThreshold, ThresholdPerC
 from nerfstudio_accel.sampling.occupancy import OccupancySampler, visible_samples
 from nerfstudio_accel.sampling.packed import PackedSamples
 from nerfstudio_accel.spatial.block_culling import cull_own_block
+from nerfstudio_accel.spatial.block_ranks import held_blocks
 from nerfstudio_accel.spatial.cells import cell_of
 from nerfstudio_accel.step_phases import phase
 
@@ -51,10 +52,7 @@ class BlockSampler(Sampler):
         far_plane: float = 1e3,
     ) -> None:
         super().__init__()
-        samplers = dict(enumerate(samplers)) if isinstance(samplers, Sequence) else dict(samplers)
-        blocks = cells.shape[0]
-        if len(samplers) not in (1, blocks) or any(not 0 <= k < blocks for k in samplers):
-            raise ValueError(f"every cell's sampler or one cell's: samplers {sorted(samplers)} for {blocks} cells")
+        samplers = held_blocks(samplers, cells.shape[0], "sampler")
         self.held = sorted(samplers)
         self.samplers = nn.ModuleDict({str(k): samplers[k] for k in self.held})
         self.cells = cells.detach().float().cpu()
