@@ -29,17 +29,25 @@ FieldImplementation = Literal["auto", "tcnn", "torch"]
 
 
 def grid_coordinates(
-    positions: Float[Tensor, "n 3"], aabb: Float[Tensor, "2 3"], contract: bool
+    positions: Float[Tensor, "n 3"],
+    aabb: Float[Tensor, "2 3"],
+    contract: bool,
+    region: Optional[Float[Tensor, "2 3"]] = None,
 ) -> Float[Tensor, "n 3"]:
     """World positions to hash-grid coordinates in ``[0, 1]^3``. ``contract``: the box maps to the central
     ``[1/4, 3/4]^3`` and everything outside it into the shell around, by inf-norm scene contraction
-    (``x -> (2 - 1/|x|) x/|x|`` for ``|x| > 1`` in box units); otherwise positions are clamped to the box."""
+    (``x -> (2 - 1/|x|) x/|x|`` for ``|x| > 1`` in box units), and ``region`` (a box of those coordinates: the
+    part a block's grid spans, :func:`~nerfstudio_accel.spatial.cells.contracted_region`) is stretched over
+    ``[0, 1]^3``; otherwise positions are clamped to the box."""
     lower, upper = aabb[0], aabb[1]
     if contract:
         centered = (positions - 0.5 * (lower + upper)) / (0.5 * (upper - lower))  # box -> [-1, 1]^3
         magnitude = centered.abs().amax(dim=-1, keepdim=True).clamp(min=1e-6)
         contracted = torch.where(magnitude < 1, centered, (2 - 1 / magnitude) * (centered / magnitude))
-        return (contracted + 2.0) / 4.0
+        unit = (contracted + 2.0) / 4.0
+        if region is None:
+            return unit
+        return ((unit - region[0]) / (region[1] - region[0])).clamp(0.0, 1.0)
     return ((positions - lower) / (upper - lower)).clamp(0.0, 1.0)
 
 
@@ -58,6 +66,8 @@ class HashGridField(nn.Module):
         num_images, appearance_dim: a learned ``appearance_dim``-vector per training image, fed to the colour
             MLP (exposure and white balance vary across photos); outside training every view gets the mean
             vector, as nerfacto does, so unseen images render with the average appearance. 0: none.
+        grid_region: with ``contract``, the box ``(2, 3)`` of contracted coordinates the hash grid spans (a block
+            of a split capture); None: all of them.
     """
 
     def __init__(
@@ -77,10 +87,13 @@ class HashGridField(nn.Module):
         hash_backend: Literal["torch", "kernel", "tcnn"] = "torch",
         num_images: int = 0,
         appearance_dim: int = 0,
+        grid_region: Optional[Float[Tensor, "2 3"]] = None,
     ) -> None:
         super().__init__()
         self.register_buffer("aabb", aabb.detach().clone().float())
         self.contract = contract
+        self.grid_region: Optional[Tensor]
+        self.register_buffer("grid_region", None if grid_region is None else grid_region.detach().clone().float())
         self.geo_feat_dim = geo_feat_dim
         layout = HashGridLayout.from_resolutions(num_levels, min_res, max_res, log2_hashmap_size, features_per_level)
         self.position_encoding = MultiresHashEncoding(layout, backend=hash_backend)
@@ -111,7 +124,7 @@ class HashGridField(nn.Module):
 
     def unit_positions(self, positions: Float[Tensor, "n 3"]) -> Float[Tensor, "n 3"]:
         """World positions to hash-grid coordinates in ``[0, 1]^3`` (see :func:`grid_coordinates`)."""
-        return grid_coordinates(positions, self.aabb, self.contract)
+        return grid_coordinates(positions, self.aabb, self.contract, self.grid_region)
 
     @property
     def reuses_encodings(self) -> bool:

@@ -7,7 +7,7 @@ points per ray. It sees space through the same contraction as the main field.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Literal, Optional
 
 from jaxtyping import Float
 from nerfstudio.field_components.mlp import MLP
@@ -22,7 +22,7 @@ class ProposalDensityField(nn.Module):
     """Density ``(n, 1)`` (>= 0, per world unit) at world positions ``(n, 3)``.
 
     Args:
-        aabb: scene box ``(2, 3)``; contract: as :class:`HashGridField`.
+        aabb: scene box ``(2, 3)``; contract, grid_region: as :class:`HashGridField`.
         num_levels, max_res, log2_hashmap_size: the hash grid (min resolution 16, 2 features per level).
         hidden_dim: the MLP's width (one hidden layer).
         implementation, hash_backend: kernels, as :class:`HashGridField`.
@@ -38,10 +38,13 @@ class ProposalDensityField(nn.Module):
         hidden_dim: int = 16,
         implementation: Literal["tcnn", "torch"] = "torch",
         hash_backend: Literal["torch", "kernel", "tcnn"] = "torch",
+        grid_region: Optional[Float[Tensor, "2 3"]] = None,
     ) -> None:
         super().__init__()
         self.register_buffer("aabb", aabb.detach().clone().float())
         self.contract = contract
+        self.grid_region: Optional[Tensor]
+        self.register_buffer("grid_region", None if grid_region is None else grid_region.detach().clone().float())
         layout = HashGridLayout.from_resolutions(num_levels, 16, max_res, log2_hashmap_size, 2)
         self.position_encoding = MultiresHashEncoding(layout, backend=hash_backend)
         self.mlp = MLP(
@@ -56,5 +59,5 @@ class ProposalDensityField(nn.Module):
     def forward(self, positions: Float[Tensor, "n 3"]) -> Float[Tensor, "n 1"]:
         if positions.shape[0] == 0:
             return positions.new_zeros(0, 1)
-        raw = self.mlp(self.position_encoding(grid_coordinates(positions, self.aabb, self.contract)))
+        raw = self.mlp(self.position_encoding(grid_coordinates(positions, self.aabb, self.contract, self.grid_region)))
         return HashGridField.activate_density(raw)

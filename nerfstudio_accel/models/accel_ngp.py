@@ -52,8 +52,8 @@ from nerfstudio_accel.sampling.proposal import ProposalSamplerConfig
 from nerfstudio_accel.spatial import block_ranks
 from nerfstudio_accel.spatial.block_composite import composite_blocks, gather_block_renders, render_block
 from nerfstudio_accel.spatial.block_field import BlockFields
-from nerfstudio_accel.spatial.block_sampler import BlockSampler
-from nerfstudio_accel.spatial.cells import MAX_BLOCKS, kd_cells
+from nerfstudio_accel.spatial.cell_samplers import CellSamplers
+from nerfstudio_accel.spatial.cells import MAX_BLOCKS, contracted_region, kd_cells, unbounded_cells
 from nerfstudio_accel.step_phases import phase
 from nerfstudio_accel.viewer.finished_run import FinishedRunViewer
 
@@ -187,23 +187,25 @@ class AccelNGPModelConfig(AccelModelConfig):
         self.sampler_config().resolve(device_type, contract)
 
     def check_spatial_blocks(self) -> None:
-        """1 to :data:`~nerfstudio_accel.spatial.cells.MAX_BLOCKS` blocks of an object scene, with a sampler built
-        per cell (the occupancy grid's)."""
+        """1 to :data:`~nerfstudio_accel.spatial.cells.MAX_BLOCKS` blocks, with a sampler built per cell (the
+        occupancy grid's for object scenes, the proposal fields' for both kinds)."""
         blocks = self.spatial_blocks
         if blocks == 1:
             return
         if not 1 <= blocks <= MAX_BLOCKS:
             raise ConfigError(f"--pipeline.spatial-blocks {blocks}: choose 1 to {MAX_BLOCKS} blocks")
-        if self.scene_contraction == "on":
+        contract = self.scene_contraction == "on"
+        if not self.sampler_config().builds_blocks(contract):
+            scene = "a capture (scene contraction on)" if contract else "an object scene"
             raise ConfigError(
-                f"--pipeline.spatial-blocks {blocks}: blocks of an unbounded (contracted) scene are not built yet; "
-                f"train captures with 1 block"
+                f"--pipeline.spatial-blocks {blocks}: the {self.sampler} sampler has no per-block form for {scene} "
+                f"yet; use --pipeline.model.sampler proposal"
             )
-        if not self.sampler_config().builds_blocks:
-            raise ConfigError(
-                f"--pipeline.spatial-blocks {blocks}: the {self.sampler} sampler has no per-block form yet; "
-                f"use --pipeline.model.sampler occupancy"
-            )
+
+    def trains_blocks_on_ranks(self) -> bool:
+        """With the occupancy sampler (a rank's proposal fields would need the other blocks' weights of its
+        samples for their loss; not built)."""
+        return self.sampler == "occupancy"
 
     def sampler_config(self) -> SamplerConfig:
         """The options of the sampler chosen (after :meth:`resolve`)."""
@@ -253,9 +255,12 @@ class AccelNGPModel(AccelModel):
         aabb = self.scene_box.aabb.float()
         hash_backend = runnable_hash_backend(cfg.hash_backend, device.type)
 
-        def hash_grid_field(box: Float[Tensor, "2 3"], log2_hashmap_size: int) -> HashGridField:
+        def hash_grid_field(
+            box: Float[Tensor, "2 3"], log2_hashmap_size: int, region: Optional[Tensor] = None
+        ) -> HashGridField:
             return HashGridField(
                 aabb=box,
+                grid_region=region,
                 contract=contract,
                 num_levels=cfg.num_levels,
                 max_res=cfg.max_res,
@@ -274,6 +279,8 @@ class AccelNGPModel(AccelModel):
             self.sampler = cfg.sampler_config().setup(scene)
         else:  # a field and a sampler per cell, the tables shared out (docs/spatial_blocks.md)
             cells = kd_cells(aabb, cfg.spatial_blocks)
+            if contract:  # the outer cells reach out to all of space
+                cells = unbounded_cells(cells, aabb)
             block_table = cfg.log2_hashmap_size - int(math.log2(cfg.spatial_blocks))
             rank_block = block_ranks.own_block(cfg.spatial_blocks)
             held = range(cfg.spatial_blocks) if rank_block is None else [rank_block]
@@ -282,12 +289,12 @@ class AccelNGPModel(AccelModel):
             for block in held:  # block k starts from the same weights in one process and on rank k
                 with torch.random.fork_rng(devices=[]):
                     torch.default_generator.manual_seed((seed + 1 + block) % 2**63)
-                    fields[block] = hash_grid_field(cells[block], block_table)
-            samplers = cfg.sampler_config().setup_cells(scene, cells)
+                    if contract:  # contracted around the scene box, the grid over the part its cell maps into
+                        fields[block] = hash_grid_field(aabb, block_table, contracted_region(cells[block], aabb))
+                    else:
+                        fields[block] = hash_grid_field(cells[block], block_table)
             self.field = BlockFields(fields, cells)
-            self.sampler = BlockSampler(
-                {block: samplers[block] for block in held}, cells, cfg.near_plane, cfg.far_plane
-            )
+            self.sampler = cfg.sampler_config().setup_blocks(scene, cells, held)
         self.camera_optimizer = cfg.camera_optimizer.setup(num_cameras=self.num_train_data, device="cpu")
         self.image_metrics = ImageMetrics()
         self.finished_run_viewer = FinishedRunViewer()  # nerfstudio's Viewer sets it up (ns-viewer's page)
@@ -313,7 +320,7 @@ class AccelNGPModel(AccelModel):
         block (the order a rank's part of the optimizer keeps, :mod:`~nerfstudio_accel.spatial.block_ranks`)."""
         if not isinstance(self.field, BlockFields):
             return list(self.field.parameters()) + list(self.sampler.parameters())
-        assert isinstance(self.sampler, BlockSampler)
+        assert isinstance(self.sampler, CellSamplers)
         pairs = zip(self.field.field_list(), self.sampler.sampler_list())
         return [p for field, sampler in pairs for p in (*field.parameters(), *sampler.parameters())]
 

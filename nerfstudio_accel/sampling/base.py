@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import Callable, Dict, List, Optional, Tuple
+from typing import Callable, Dict, Optional, Sequence, Tuple
 
 import torch
 from jaxtyping import Float, Int
@@ -162,10 +162,11 @@ class SamplerConfig(ABC):
     def setup(self, scene: SamplerScene) -> "Sampler":
         """The sampler these options describe, for ``scene``."""
 
-    builds_blocks = False
-    """Whether :meth:`setup_cells` is built (the samplers of a spatially split scene)."""
+    def builds_blocks(self, contract: bool) -> bool:
+        """Whether :meth:`setup_blocks` is built for a scene that is (or is not) contracted."""
+        return False
 
-    def setup_cells(self, scene: SamplerScene, cells: Float[Tensor, "k 2 3"]) -> List["Sampler"]:
-        """One sampler per cell of ``scene``'s box (``cells``: ``(k, 2, 3)`` boxes), all marching one step
-        lattice, for :class:`~nerfstudio_accel.spatial.block_sampler.BlockSampler` to merge."""
+    def setup_blocks(self, scene: SamplerScene, cells: Float[Tensor, "k 2 3"], held: Sequence[int]) -> "Sampler":
+        """The sampler of a spatially split ``scene`` (``cells``: ``(k, 2, 3)`` boxes tiling it), holding the
+        samplers of the cells ``held`` (every cell, or one rank's)."""
         raise NotImplementedError(f"{type(self).__name__} builds no samplers per cell")

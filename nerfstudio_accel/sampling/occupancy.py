@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import Dict, List, Optional, Tuple, Union
+from typing import Dict, List, Optional, Sequence, Tuple, Union
 
 import torch
 from jaxtyping import Float, Int
@@ -396,7 +396,9 @@ class OccupancySamplerConfig(SamplerConfig):
             )
         check_sampler_backend(self.backend, device_type)
 
-    builds_blocks = True
+    def builds_blocks(self, contract: bool) -> bool:
+        """Blocks of object scenes (a contracted scene's grid levels are not cut per cell)."""
+        return not contract
 
     def setup(self, scene: SamplerScene) -> OccupancySampler:
         """The sampler over ``scene``'s box (enlarged per level for a contracted scene); its backend resolved
@@ -408,6 +410,13 @@ class OccupancySamplerConfig(SamplerConfig):
         (the step from the whole box)."""
         marching = self._marching(scene)
         return [self._sampler(cell, scene, marching) for cell in cells.to(scene.aabb)]
+
+    def setup_blocks(self, scene: SamplerScene, cells: Float[Tensor, "k 2 3"], held: Sequence[int]) -> Sampler:
+        """A :class:`~nerfstudio_accel.spatial.block_sampler.BlockSampler` over the ``held`` cells' grids."""
+        from nerfstudio_accel.spatial.block_sampler import BlockSampler  # it builds on this module
+
+        samplers = self.setup_cells(scene, cells)
+        return BlockSampler({k: samplers[k] for k in held}, cells, scene.near_plane, scene.far_plane)
 
     def _marching(self, scene: SamplerScene) -> MarchingOptions:
         assert self.resolution is not None, "resolve() first"

@@ -16,6 +16,7 @@ training sampling, which the sampler keeps as nerfacc's ``PropNetEstimator`` kee
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Sequence, Tuple
 
@@ -235,19 +236,52 @@ class ProposalSamplerConfig(SamplerConfig):
                 f"--pipeline.model.proposal.max-res {len(self.max_res)}; give one resolution per round"
             )
 
+    def builds_blocks(self, contract: bool) -> bool:
+        return True
+
+    def setup_blocks(self, scene: SamplerScene, cells: Float[Tensor, "k 2 3"], held: Sequence[int]) -> Sampler:
+        """A :class:`~nerfstudio_accel.spatial.block_proposal_sampler.BlockProposalSampler` over the ``held``
+        cells, each with its own proposal fields: over its cell (an object scene), or over the part of the
+        contracted grid its cell maps into (a capture); their tables shared out as the main field's are (each
+        ``1 / 2^floor(log2 k)`` of the whole scene's)."""
+        from nerfstudio_accel.spatial.block_proposal_sampler import BlockProposalSampler  # it builds on this module
+        from nerfstudio_accel.spatial.cells import contracted_region
+
+        assert self.num_samples is not None and self.samples_per_round is not None, "resolve() first"
+        aabb, table = scene.aabb.float(), self.log2_hashmap_size - int(math.log2(cells.shape[0]))
+        samplers = {}
+        for k in held:
+            cell = cells[k].to(aabb)
+            box, region = (aabb, contracted_region(cell, aabb)) if scene.contract else (cell, None)
+            samplers[k] = self._sampler(scene, box, table, region, None)  # the block sampler clips to the cell
+        return BlockProposalSampler(samplers, cells, scene.near_plane, scene.far_plane, shown_box=aabb)
+
     def setup(self, scene: SamplerScene) -> ProposalSampler:
         """One proposal field per round over ``scene``'s box, on the scene's kernels; a bounded scene's rays are
         clipped to the box."""
         assert self.num_samples is not None and self.samples_per_round is not None, "resolve() first"
         aabb = scene.aabb.float()
+        return self._sampler(scene, aabb, self.log2_hashmap_size, None, None if scene.contract else aabb.flatten())
+
+    def _sampler(
+        self,
+        scene: SamplerScene,
+        box: Float[Tensor, "2 3"],
+        log2_table: int,
+        region: Optional[Float[Tensor, "2 3"]],
+        clip: Optional[Float[Tensor, "6"]],
+    ) -> ProposalSampler:
+        """Proposal fields over ``box`` (the contracted ``region`` of it, when given), clipping rays to ``clip``."""
+        assert self.num_samples is not None and self.samples_per_round is not None, "resolve() first"
         fields = [
             ProposalDensityField(
-                aabb,
+                box,
                 scene.contract,
                 max_res=res,
-                log2_hashmap_size=self.log2_hashmap_size,
+                log2_hashmap_size=log2_table,
                 implementation=scene.implementation,
                 hash_backend=scene.hash_backend,
+                grid_region=region,
             )
             for res in self.max_res
         ]
@@ -257,7 +291,7 @@ class ProposalSamplerConfig(SamplerConfig):
             self.num_samples,
             spacing="lindisp" if scene.contract else "linear",
             anneal_steps=self.anneal_steps,
-            aabb=None if scene.contract else aabb.flatten(),
+            aabb=clip,
             near_plane=scene.near_plane,
             far_plane=scene.far_plane,
             interlevel_loss_mult=self.interlevel_loss_mult,

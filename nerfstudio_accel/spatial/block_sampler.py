@@ -21,24 +21,19 @@ from typing import Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 import torch
 from jaxtyping import Float
-from torch import Tensor, nn
+from torch import Tensor
 
-from nerfstudio_accel.ops.backends import ResolvedSamplerBackend
 from nerfstudio_accel.ops.packed_scan import first_samples_of_each_ray
-from nerfstudio_accel.sampling.base import DensityFn, Sampler, StateOverlay, ray_bounds
+from nerfstudio_accel.sampling.base import DensityFn, StateOverlay, ray_bounds
 from nerfstudio_accel.sampling.culling_pass import AlphaThreshold, ThresholdPerCandidate
 from nerfstudio_accel.sampling.occupancy import OccupancySampler, visible_samples
 from nerfstudio_accel.sampling.packed import PackedSamples
 from nerfstudio_accel.spatial.block_culling import cull_own_block
-from nerfstudio_accel.spatial.block_ranks import held_blocks
-from nerfstudio_accel.spatial.cells import cell_of
+from nerfstudio_accel.spatial.cell_samplers import CellSamplers
 from nerfstudio_accel.step_phases import phase
 
-SAMPLES_PER_RAY_OF_BLOCK = "samples_per_ray_block_"
-"""The prefix of :meth:`BlockSampler.figures`' per-block samples per ray; the block's index follows."""
 
-
-class BlockSampler(Sampler):
+class BlockSampler(CellSamplers):
     """``samplers[k]`` marches the part of each ray inside ``cells[k]`` (``(k, 2, 3)`` boxes), all with the same
     marching options; the training jitter (up to one marching step) is drawn once per ray and shared by every
     block. ``samplers`` holds every cell's sampler (a sequence, or by cell index), or one cell's by its index
@@ -51,28 +46,18 @@ class BlockSampler(Sampler):
         near_plane: float = 0.05,
         far_plane: float = 1e3,
     ) -> None:
-        super().__init__()
-        samplers = held_blocks(samplers, cells.shape[0], "sampler")
-        self.held = sorted(samplers)
-        self.samplers = nn.ModuleDict({str(k): samplers[k] for k in self.held})
-        self.cells = cells.detach().float().cpu()
+        super().__init__(samplers, cells)
         if self.own_block is not None:  # this rank alone holds its grid
             own = self.sampler_list()[0]
             own.grid_update = dataclasses.replace(own.grid_update, shared_by_ranks=False)
-        self._last_kept: Optional[PackedSamples] = None
         self.marching = self.sampler_list()[0].marching
         self.near_plane, self.far_plane = near_plane, far_plane
-        self.overlay_label = f"Show occupancy grids ({len(samplers)} blocks)"
+        self.overlay_label = f"Show occupancy grids ({len(self.held)} blocks)"
         self._last_counts: Dict[str, Union[int, Tensor]] = {}
         self._thresholds: Optional[Tuple[Tuple[Tuple[float, ...], torch.device], Tensor]] = None
 
-    @property
-    def own_block(self) -> Optional[int]:
-        """The one cell whose sampler this process holds (one block per rank); None when it holds every cell's."""
-        return self.held[0] if len(self.held) < self.cells.shape[0] else None
-
-    def sampler_list(self) -> List[OccupancySampler]:
-        """The samplers held, in the order of their cells."""
+    def sampler_list(self) -> List[OccupancySampler]:  # type: ignore[override]
+        """The occupancy samplers held, in the order of their cells."""
         return list(self.samplers.values())  # type: ignore[arg-type]
 
     def sample(
@@ -162,26 +147,13 @@ class BlockSampler(Sampler):
             self._thresholds = ((thresholds, device), torch.tensor(thresholds).to(device))
         return self._thresholds[1]
 
-    def update(self, step: int, density_fn: DensityFn) -> None:
-        """Every block's own update (a block's grid asks ``density_fn`` only about points in its cell)."""
-        for sampler in self.sampler_list():
-            sampler.update(step, density_fn)
-
     def figures(self) -> Dict[str, float]:
         """The last training sampling's counts over every block (``candidates``, ``evaluated``, ``kept``,
         ``alpha_culled``), each block's kept samples per ray of the batch (``samples_per_ray_block_<k>``) and the
         blocks' mean ``occupied_fraction``."""
         fractions = [sampler.occupied_fraction() for sampler in self.sampler_list()]
         figures = {name: float(count) for name, count in self._last_counts.items()}
-        if self._last_kept is not None and self._last_kept.n_rays > 0:
-            kept = self._last_kept
-            per_block = torch.bincount(cell_of(kept.positions.detach(), self.cells), minlength=self.cells.shape[0])
-            for k, count in enumerate(per_block.tolist()):
-                figures[f"{SAMPLES_PER_RAY_OF_BLOCK}{k}"] = count / kept.n_rays
-        return {**figures, "occupied_fraction": sum(fractions) / len(fractions)}
-
-    def cell_boxes(self) -> Float[Tensor, "k 2 3"]:
-        return self.cells
+        return {**figures, **self.samples_per_block(), "occupied_fraction": sum(fractions) / len(fractions)}
 
     def state_version(self) -> Optional[int]:
         versions = [sampler.state_version() for sampler in self.sampler_list()]
@@ -193,6 +165,3 @@ class BlockSampler(Sampler):
         return StateOverlay(
             torch.cat([overlay.points for overlay in overlays]), min(overlay.cell_size for overlay in overlays)
         )
-
-    def backend_for(self, device: torch.device) -> ResolvedSamplerBackend:
-        return self.sampler_list()[0].backend_for(device)

@@ -20,7 +20,7 @@ import numpy as np
 import torch
 from nerfstudio.viewer.viewer import VISER_NERFSTUDIO_SCALE_RATIO
 
-from nerfstudio_accel.spatial.block_sampler import SAMPLES_PER_RAY_OF_BLOCK
+from nerfstudio_accel.spatial.cell_samplers import SAMPLES_PER_RAY_OF_BLOCK
 from nerfstudio_accel.viewer import page_camera, scene_overlays
 from nerfstudio_accel.viewer.training_stats import TrainingStats
 

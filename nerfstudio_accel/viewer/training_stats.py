@@ -14,7 +14,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Deque, Dict, List, Mapping, Optional, Tuple, Union
 
-from nerfstudio_accel.spatial.block_sampler import SAMPLES_PER_RAY_OF_BLOCK
+from nerfstudio_accel.spatial.cell_samplers import SAMPLES_PER_RAY_OF_BLOCK
 
 Number = Union[int, float]
 

@@ -202,14 +202,14 @@ def test_a_model_split_in_two_blocks_of_the_same_field_renders_the_unsplit_image
 def test_a_split_the_sampler_or_scene_cannot_take_stops_in_one_line():
     config = copy.deepcopy(accel_ngp.config.pipeline.model)
     config.spatial_blocks = 2
-    with pytest.raises(ConfigError, match="blocks of an unbounded"):
-        copy.deepcopy(config).resolve("cpu", SceneFacts(bounded=False, images_have_alpha=None))
-    proposal = copy.deepcopy(config)
-    proposal.sampler = "proposal"
-    with pytest.raises(ConfigError, match="the proposal sampler has no per-block form yet"):
-        proposal.resolve("cpu", SceneFacts(bounded=True, images_have_alpha=None))
+    grid_on_capture = copy.deepcopy(config)
+    grid_on_capture.sampler = "occupancy"
+    with pytest.raises(ConfigError, match="the occupancy sampler has no per-block form for a capture"):
+        grid_on_capture.resolve("cpu", SceneFacts(bounded=False, images_have_alpha=None))
     too_many = copy.deepcopy(config)
     too_many.spatial_blocks = 9
     with pytest.raises(ConfigError, match="choose 1 to 8 blocks"):
         too_many.resolve("cpu", SceneFacts(bounded=True, images_have_alpha=None))
-    assert not ProposalSamplerConfig.builds_blocks and OccupancySamplerConfig.builds_blocks
+    for contract in (False, True):
+        assert ProposalSamplerConfig().builds_blocks(contract)
+        assert OccupancySamplerConfig().builds_blocks(contract) is not contract

@@ -1,5 +1,6 @@
 """accel-ngp in blocks as users reach it: a 2-block run trains in one process with hard mining and per-block grid
-updates, its checkpoint opens in ns-eval from config.yml alone, and a split the run cannot take stops first."""
+updates, a 2-block capture with each block's own proposal fields, their checkpoints open in ns-eval from config.yml
+alone, and a split the run cannot take stops first."""
 
 from __future__ import annotations
 
@@ -8,10 +9,30 @@ import math
 
 import pytest
 import torch
+from nerfstudio.data.dataparsers.nerfstudio_dataparser import NerfstudioDataParserConfig
 
 from accel_test_helpers import make_trainer, run_steps, train_run
 from nerfstudio_accel.errors import ConfigError
+from nerfstudio_accel.scenes.unbounded_scene import UnboundedSceneSpec, generate_unbounded_scene
 from nerfstudio_accel.spatial.block_field import BlockFields
+from nerfstudio_accel.spatial.block_proposal_sampler import BlockProposalSampler
+
+
+@pytest.fixture(scope="module")
+def tiny_capture(tmp_path_factory):
+    spec = UnboundedSceneSpec(num_train=12, num_val=2, num_test=2, resolution=32, seed=3)
+    return generate_unbounded_scene(tmp_path_factory.mktemp("capture"), spec)
+
+
+def capture_trainer(scene, output_dir, **options):
+    return make_trainer(
+        scene,
+        output_dir,
+        dataparser=NerfstudioDataParserConfig(),
+        test_mode="test",
+        pipeline={"spatial_blocks": 2},
+        **options,
+    )
 
 
 def test_two_blocks_train_with_mining_and_their_own_grid_updates(tiny_scene, tmp_path):
@@ -45,6 +66,43 @@ def test_a_two_block_run_opens_in_ns_eval(run_cli, tiny_scene, tmp_path):
     assert json.loads(out.read_text())["results"]["psnr"] > 5.0
 
 
+def test_a_two_block_capture_trains_each_blocks_field_and_proposal_fields(tiny_capture, tmp_path):
+    """Unbounded outer cells, each block's hash grid over the part of the contracted grid its cell maps into, and its
+    own proposal fields, which learn from the interlevel loss of its samples."""
+    trainer = capture_trainer(tiny_capture, tmp_path)
+    model = trainer.pipeline.model
+    assert isinstance(model.sampler, BlockProposalSampler) and float(model.field.cells.abs().max()) > 1e5
+    regions = [field.grid_region for field in model.field.field_list()]
+    assert all(region is not None for region in regions) and not torch.equal(regions[0], regions[1])
+    before = [[p.detach().clone() for p in block.parameters()] for block in model.sampler.sampler_list()]
+    tables = [field.position_encoding.table.detach().clone() for field in model.field.field_list()]
+    losses = run_steps(trainer, 0, 4)
+    assert all(math.isfinite(loss) for loss in losses)
+    for field, table in zip(model.field.field_list(), tables):
+        assert not torch.equal(field.position_encoding.table, table)
+    for block, parameters in zip(model.sampler.sampler_list(), before):
+        assert any(not torch.equal(p, old) for p, old in zip(block.parameters(), parameters)), "proposal fields learn"
+    figures = model.sampler.figures()
+    assert figures["samples_per_ray_block_0"] > 0 and figures["samples_per_ray_block_1"] > 0
+
+
+@pytest.mark.slow
+def test_a_two_block_capture_opens_in_ns_eval(run_cli, tiny_capture, tmp_path):
+    trainer = train_run(
+        tiny_capture,
+        tmp_path,
+        steps=4,
+        pipeline={"spatial_blocks": 2},
+        dataparser=NerfstudioDataParserConfig(),
+        test_mode="test",
+    )
+    config = trainer.base_dir / "config.yml"
+    out = tmp_path / "eval.json"
+    code, stdout, stderr = run_cli("ns-eval", "--load-config", str(config), "--output-path", str(out), timeout=300)
+    assert code == 0 and "Traceback" not in stderr, (stdout + stderr)[-3000:]
+    assert json.loads(out.read_text())["results"]["psnr"] > 5.0
+
+
 @pytest.mark.parametrize(
     "devices, pipeline, trainer, message",
     [
@@ -52,6 +110,7 @@ def test_a_two_block_run_opens_in_ns_eval(run_cli, tiny_scene, tmp_path):
         (2, {"hard_mining": True}, {}, "hard-mining True with one block per rank"),
         (2, {}, {"max_grad_norm": 1.0}, "--max-grad-norm with one block per rank"),
         (2, {}, {"gradient_accumulation_steps": {"fields": 2}}, "--gradient-accumulation-steps with one block"),
+        (2, {"model.sampler": "proposal"}, {}, "one block per rank is built for the occupancy sampler only"),
     ],
 )
 def test_blocks_on_ranks_that_cannot_work_stop_before_training(
