@@ -140,12 +140,6 @@ class AccelTrainerConfig(TrainerConfig):
             self._check_blocks_on_ranks()
         self.precision = resolve_precision(self.precision, device_type)
         self.pipeline.resolve(device_type, eval_split)
-        if self.blocks_on_ranks() and not self.pipeline.model.trains_blocks_on_ranks():
-            raise ConfigError(
-                f"--pipeline.spatial-blocks {self.pipeline.spatial_blocks} on {self.machine.num_devices} devices: "
-                f"one block per rank is built for the occupancy sampler only; use --pipeline.model.sampler "
-                f"occupancy (object scenes), or --machine.num-devices 1 to train the blocks in one process"
-            )
         self.mixed_precision = self.precision != "fp32"
         self.use_grad_scaler = self.precision == "fp16" or self.pipeline.model.uses_tcnn()
 

@@ -20,6 +20,7 @@ from nerfstudio.utils import colormaps
 from torch import Tensor
 from torch.nn import Parameter
 
+from nerfstudio_accel import distributed
 from nerfstudio_accel.data.scene_checks import SceneFacts
 from nerfstudio_accel.errors import ConfigError
 from nerfstudio_accel.fields.coarse_to_fine import level_weights
@@ -50,7 +51,12 @@ from nerfstudio_accel.sampling.occupancy import OccupancySamplerConfig
 from nerfstudio_accel.sampling.packed import PackedSamples
 from nerfstudio_accel.sampling.proposal import ProposalSamplerConfig
 from nerfstudio_accel.spatial import block_ranks
-from nerfstudio_accel.spatial.block_composite import composite_blocks, gather_block_renders, render_block
+from nerfstudio_accel.spatial.block_composite import (
+    composite_blocks,
+    gather_block_renders,
+    render_block,
+    transmittance_in_front,
+)
 from nerfstudio_accel.spatial.block_field import BlockFields
 from nerfstudio_accel.spatial.cell_samplers import CellSamplers
 from nerfstudio_accel.spatial.cells import MAX_BLOCKS, contracted_region, kd_cells, unbounded_cells
@@ -202,11 +208,6 @@ class AccelNGPModelConfig(AccelModelConfig):
                 f"yet; use --pipeline.model.sampler proposal"
             )
 
-    def trains_blocks_on_ranks(self) -> bool:
-        """With the occupancy sampler (a rank's proposal fields would need the other blocks' weights of its
-        samples for their loss; not built)."""
-        return self.sampler == "occupancy"
-
     def sampler_config(self) -> SamplerConfig:
         """The options of the sampler chosen (after :meth:`resolve`)."""
         assert self.sampler in ("occupancy", "proposal"), "resolve() first"
@@ -284,11 +285,9 @@ class AccelNGPModel(AccelModel):
             block_table = cfg.log2_hashmap_size - int(math.log2(cfg.spatial_blocks))
             rank_block = block_ranks.own_block(cfg.spatial_blocks)
             held = range(cfg.spatial_blocks) if rank_block is None else [rank_block]
-            seed = torch.initial_seed()
             fields = {}
-            for block in held:  # block k starts from the same weights in one process and on rank k
-                with torch.random.fork_rng(devices=[]):
-                    torch.default_generator.manual_seed((seed + 1 + block) % 2**63)
+            for block in held:
+                with block_ranks.block_initial_weights(block):
                     if contract:  # contracted around the scene box, the grid over the part its cell maps into
                         fields[block] = hash_grid_field(aabb, block_table, contracted_region(cells[block], aabb))
                     else:
@@ -478,12 +477,18 @@ class AccelNGPModel(AccelModel):
         """One block per rank: this block's render of its samples, every rank's render of the same rays gathered
         (:func:`~nerfstudio_accel.spatial.block_composite.gather_block_renders`) and composited, so the loss is the
         whole model's and its gradient reaches this block's samples only. ``num_samples_per_ray`` counts every
-        block's samples, so every rank sizes the next ray batch alike."""
+        block's samples, so every rank sizes the next ray batch alike. In training, the sampler's own losses (a
+        block's proposal fields') read the block's weights times the transmittance in front of it, the weights one
+        process gives those samples."""
         own = render_block(packed, density, color, backend=self.sampler.backend_for(density.device))
         renders = gather_block_renders(own)
         outputs = composite_blocks(renders, background)
         outputs["background"] = background
         outputs["num_samples_per_ray"] = torch.stack([render.samples for render in renders]).sum(dim=0)[:, None]
+        if self.training and self.sampler.loss_names:  # the block's weights as the whole ray sees them
+            assert own.weights is not None
+            in_front = transmittance_in_front(renders)[distributed.rank()]
+            outputs.update(self.sampler.losses(packed, in_front.detach()[packed.ray_indices] * own.weights))
         return outputs
 
     # --- nerfstudio Model API --------------------------------------------------------------------
@@ -525,7 +530,7 @@ class AccelNGPModel(AccelModel):
         target = composite_ground_truth(image, outputs["background"])
         losses = {"rgb_loss": torch.mean((outputs["rgb"] - target) ** 2)}
         losses.update({name: outputs[name] for name in self.sampler.loss_names if name in outputs})
-        if self.training:
+        if self.training and self.own_block in (None, 0):  # on ranks, rank 0 alone: they sum shared gradients
             self.camera_optimizer.get_loss_dict(losses)
         return losses
 

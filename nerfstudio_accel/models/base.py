@@ -92,10 +92,6 @@ class AccelModelConfig(ModelConfig):
                 f"segmentation yet; train it with 1 block"
             )
 
-    def trains_blocks_on_ranks(self) -> bool:
-        """Whether this resolved config's blocks train one per rank (``--machine.num-devices`` = blocks)."""
-        return False
-
     def reads_alpha(self) -> bool:
         """Whether the model blends its own background into RGBA images (the data parser keeps alpha)."""
         return False

@@ -120,17 +120,18 @@ class ProposalSampler(Sampler):
         fars: Optional[Float[Tensor, " n_rays"]] = None,
         density_fn: Optional[DensityFn] = None,
         stratified: bool = False,
+        generator: Optional[torch.Generator] = None,
     ) -> PackedSamples:
         """``num_samples`` packed samples per ray between its near and far distance (the box's entry and
         exit when bounded); in training the sampler keeps the proposal rounds behind them for :meth:`losses`.
-        ``density_fn`` is not called."""
+        ``density_fn`` is not called; ``generator`` draws the jitter (None: the default one)."""
         n_rays = origins.shape[0]
         near, far = ray_bounds(n_rays, self.near_plane, self.far_plane, nears, fars, origins.device)
         if self.aabb is not None:
             enter, exit_, _ = ray_aabb_intersect(origins, directions, self.aabb)
             near, far = torch.maximum(near, enter), torch.minimum(far, exit_)
         with phase("proposal rounds"):
-            distances, rounds = self.propose(origins, directions, near, far, stratified)
+            distances, rounds = self.propose(origins, directions, near, far, stratified, generator)
         per_ray = distances.shape[1] - 1
         ray_indices = torch.arange(n_rays, device=origins.device).repeat_interleave(per_ray)
         samples = PackedSamples(
@@ -147,6 +148,7 @@ class ProposalSampler(Sampler):
         near: Float[Tensor, " n_rays"],
         far: Float[Tensor, " n_rays"],
         stratified: bool = False,
+        generator: Optional[torch.Generator] = None,
     ) -> tuple[Float[Tensor, "n_rays m1"], ProposalRounds]:
         """Distances of the main field's ``num_samples + 1`` interval edges per ray and the rounds behind
         them. The proposal fields run with a graph when grad is enabled (training), without one otherwise;
@@ -155,11 +157,11 @@ class ProposalSampler(Sampler):
         near, far = near.reshape(-1, 1).float(), torch.maximum(far.reshape(-1, 1).float(), near.reshape(-1, 1).float())
         rounds = ProposalRounds()
         anneal = self.anneal if self.training else 1.0
-        edges = proposal_ops.uniform_edges(n_rays, self.proposal_samples[0], stratified, device)
+        edges = proposal_ops.uniform_edges(n_rays, self.proposal_samples[0], stratified, device, generator)
         for index, (proposal_field, n_intervals) in enumerate(zip(self.fields, self.proposal_samples)):
             if index > 0:
                 edges = proposal_ops.resample_edges(
-                    edges, rounds.weights[-1].detach() ** anneal, n_intervals, stratified
+                    edges, rounds.weights[-1].detach() ** anneal, n_intervals, stratified, generator=generator
                 )
             distances = proposal_ops.spacing_to_distance(edges, near, far, self.spacing)
             middles = 0.5 * (distances[:, 1:] + distances[:, :-1])
@@ -168,7 +170,7 @@ class ProposalSampler(Sampler):
             rounds.edges.append(edges)
             rounds.weights.append(proposal_ops.weights_from_density(distances, densities))
         rounds.final_edges = proposal_ops.resample_edges(
-            edges, rounds.weights[-1].detach() ** anneal, self.num_samples, stratified
+            edges, rounds.weights[-1].detach() ** anneal, self.num_samples, stratified, generator=generator
         )
         return proposal_ops.spacing_to_distance(rounds.final_edges, near, far, self.spacing), rounds
 
@@ -243,8 +245,9 @@ class ProposalSamplerConfig(SamplerConfig):
         """A :class:`~nerfstudio_accel.spatial.block_proposal_sampler.BlockProposalSampler` over the ``held``
         cells, each with its own proposal fields: over its cell (an object scene), or over the part of the
         contracted grid its cell maps into (a capture); their tables shared out as the main field's are (each
-        ``1 / 2^floor(log2 k)`` of the whole scene's)."""
+        ``1 / 2^floor(log2 k)`` of the whole scene's), their initial weights block ``k``'s alike on every rank."""
         from nerfstudio_accel.spatial.block_proposal_sampler import BlockProposalSampler  # it builds on this module
+        from nerfstudio_accel.spatial.block_ranks import block_initial_weights
         from nerfstudio_accel.spatial.cells import contracted_region
 
         assert self.num_samples is not None and self.samples_per_round is not None, "resolve() first"
@@ -253,7 +256,8 @@ class ProposalSamplerConfig(SamplerConfig):
         for k in held:
             cell = cells[k].to(aabb)
             box, region = (aabb, contracted_region(cell, aabb)) if scene.contract else (cell, None)
-            samplers[k] = self._sampler(scene, box, table, region, None)  # the block sampler clips to the cell
+            with block_initial_weights(k, part=1):  # the block sampler clips rays to the cell
+                samplers[k] = self._sampler(scene, box, table, region, None)
         return BlockProposalSampler(samplers, cells, scene.near_plane, scene.far_plane, shown_box=aabb)
 
     def setup(self, scene: SamplerScene) -> ProposalSampler:

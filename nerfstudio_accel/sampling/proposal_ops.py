@@ -19,7 +19,7 @@ CPU, CUDA and MPS) and are the reference the tests hold against dense numerical 
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Literal, Optional
 
 import torch
 from jaxtyping import Float
@@ -49,14 +49,23 @@ def spacing_to_distance(
     return _lindisp_inverse(s_near + u * (s_far - s_near))
 
 
-def uniform_edges(n_rays: int, n_intervals: int, stratified: bool, device: torch.device) -> Float[Tensor, "n_rays k1"]:
+def uniform_edges(
+    n_rays: int,
+    n_intervals: int,
+    stratified: bool,
+    device: torch.device,
+    generator: Optional[torch.Generator] = None,
+) -> Float[Tensor, "n_rays k1"]:
     """``n_intervals + 1`` edges evenly spaced over ``[0, 1]``; ``stratified`` moves each interior edge
-    between its neighbouring interval centres by one random fraction per ray (endpoints stay 0 and 1)."""
+    between its neighbouring interval centres by one random fraction per ray (endpoints stay 0 and 1), drawn from
+    ``generator`` (None: the default one)."""
     edges = torch.linspace(0.0, 1.0, n_intervals + 1, device=device).expand(n_rays, -1)
     if not stratified:
         return edges.contiguous()
     centers = 0.5 * (edges[:, 1:] + edges[:, :-1])
-    interior = centers[:, :-1] + (centers[:, 1:] - centers[:, :-1]) * torch.rand(n_rays, 1, device=device)
+    interior = centers[:, :-1] + (centers[:, 1:] - centers[:, :-1]) * torch.rand(
+        n_rays, 1, device=device, generator=generator
+    )
     return torch.cat([edges[:, :1], interior, edges[:, -1:]], dim=-1)
 
 
@@ -66,12 +75,13 @@ def resample_edges(
     n_intervals: int,
     stratified: bool,
     padding: float = 0.01,
+    generator: Optional[torch.Generator] = None,
 ) -> Float[Tensor, "n_rays m1"]:
     """``n_intervals + 1`` sorted edges drawn by inverse-transform sampling from the piecewise-constant PDF
     that puts mass ``weights + padding`` uniformly on each interval of ``edges``.
 
     The ``j``-th new edge is the CDF's inverse at ``(j + xi) / (n_intervals + 1)``: ``xi = 1/2`` for a
-    deterministic render, one uniform draw per ray when ``stratified``. The padding keeps some samples
+    deterministic render, one uniform draw per ray when ``stratified`` (from ``generator``). The padding keeps some samples
     in empty space, where the proposal may yet find something. Not differentiable (no graph is needed:
     the next round learns through the interlevel loss).
     """
@@ -81,7 +91,7 @@ def resample_edges(
         cdf = torch.cumsum(mass, dim=-1)
         cdf = torch.cat([torch.zeros_like(cdf[:, :1]), cdf / cdf[:, -1:]], dim=-1).clamp(max=1.0)
         offset = (
-            torch.rand(n_rays, 1, device=edges.device)
+            torch.rand(n_rays, 1, device=edges.device, generator=generator)
             if stratified
             else torch.full((n_rays, 1), 0.5, device=edges.device)
         )

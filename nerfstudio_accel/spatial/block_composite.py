@@ -12,7 +12,7 @@ sums the merged samples give. Autograd carries the loss's gradient through the f
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Dict, List
+from typing import Dict, List, Optional
 
 import torch
 from jaxtyping import Float
@@ -41,6 +41,9 @@ class BlockRender:
     """Distance of the block's first sample on each ray; ``inf`` on a ray without one."""
     samples: Float[Tensor, " n"]
     """The block's samples on each ray (exact in float32 up to 2^24)."""
+    weights: Optional[Float[Tensor, " n_samples"]] = None
+    """The rendering weights of the block's own samples, from a transmittance of 1 where each ray enters the cell
+    (kept by the rank that rendered them; not shared)."""
 
     def flat(self) -> Float[Tensor, "n 7"]:
         columns = [self.opacity, self.depth, self.entry, self.samples]
@@ -69,18 +72,25 @@ def render_block(
             depth=accumulate_along_rays(weights, samples.t_mids[:, None], ray_indices, n_rays).reshape(-1),
             entry=first_distance_of_each_ray(ray_indices, samples.t_starts, n_rays),
             samples=samples.samples_per_ray().float(),
+            weights=weights,
         )
+
+
+def transmittance_in_front(blocks: List[BlockRender]) -> Float[Tensor, "k n"]:
+    """Per block and ray, the transmittance of the blocks the ray crosses before it (in the order of their entry
+    distances): ``prod_{j before k} T_j``; a block's weights times it are its samples' weights in the whole ray."""
+    entry = torch.stack([block.entry for block in blocks])  # (k, n)
+    order = torch.argsort(entry, dim=0, stable=True)
+    transmittance = torch.gather(torch.stack([1.0 - block.opacity for block in blocks]), 0, order)
+    before_sorted = torch.cat([torch.ones_like(transmittance[:1]), torch.cumprod(transmittance[:-1], dim=0)])
+    return torch.empty_like(before_sorted).scatter(0, order, before_sorted)  # back in block order
 
 
 def composite_blocks(blocks: List[BlockRender], background: Float[Tensor, "n 3"]) -> Dict[str, Tensor]:
     """The rays' ``rgb (n, 3)`` over ``background``, ``accumulation (n, 1)`` and ``depth (n, 1)`` (the visible
     part's expected distance), as :func:`~nerfstudio_accel.rendering.render_packed` gives them for the blocks'
     samples merged; each ray takes its blocks in the order of their entry distances."""
-    entry = torch.stack([block.entry for block in blocks])  # (k, n)
-    order = torch.argsort(entry, dim=0, stable=True)
-    transmittance = torch.gather(torch.stack([1.0 - block.opacity for block in blocks]), 0, order)
-    before_sorted = torch.cat([torch.ones_like(transmittance[:1]), torch.cumprod(transmittance[:-1], dim=0)])
-    before = torch.empty_like(before_sorted).scatter(0, order, before_sorted)  # (k, n), back in block order
+    before = transmittance_in_front(blocks)
     rgb = sum(before[k, :, None] * block.rgb for k, block in enumerate(blocks))
     accumulation = sum(before[k] * block.opacity for k, block in enumerate(blocks))[:, None]
     depth = sum(before[k] * block.depth for k, block in enumerate(blocks))[:, None]

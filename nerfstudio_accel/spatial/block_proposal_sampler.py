@@ -59,18 +59,24 @@ class BlockProposalSampler(CellSamplers):
         stratified: bool = False,
     ) -> PackedSamples:
         """Every block's ``num_samples`` on each ray that crosses its cell, merged in ray order and, within a ray,
-        front to back. ``density_fn`` is not called."""
+        front to back. ``density_fn`` is not called. The training jitter of block ``k`` comes from its own generator,
+        seeded by one draw from the default one plus ``k``, so a rank that holds block ``k`` draws what one process
+        draws for it."""
         n_rays, device = origins.shape[0], origins.device
         near, far = ray_bounds(n_rays, self.near_plane, self.far_plane, nears, fars, device)
         parts: List[PackedSamples] = []
         block_rays: List[Int[Tensor, " m"]] = []
+        seed = int(torch.randint(0, 2**62, (1,))) if stratified else 0  # one draw, then one generator per block
         with phase("proposal rounds"):
             for k, sampler in zip(self.held, self.sampler_list()):
                 enter, exit_, _ = ray_aabb_intersect(origins, directions, self.cells[k].to(origins).flatten())
                 block_near, block_far = torch.maximum(near, enter), torch.minimum(far, exit_)
                 rays = torch.nonzero(block_far > block_near).reshape(-1)
+                generator = torch.Generator(device=device).manual_seed(seed + k) if stratified else None
                 parts.append(
-                    sampler.sample(origins[rays], directions[rays], block_near[rays], block_far[rays], None, stratified)
+                    sampler.sample(
+                        origins[rays], directions[rays], block_near[rays], block_far[rays], None, stratified, generator
+                    )
                 )
                 block_rays.append(rays)
         ray_indices = torch.cat([rays[part.ray_indices] for part, rays in zip(parts, block_rays)])

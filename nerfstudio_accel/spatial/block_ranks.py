@@ -9,10 +9,14 @@ tools open on one device and a resume on ``K`` ranks splits again (docs/spatial_
 
 from __future__ import annotations
 
+import contextlib
 import re
-from typing import Any, Dict, List, Mapping, Optional, Sequence, TypeVar, Union
+from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, TypeVar, Union
+
+import torch
 
 from nerfstudio_accel import distributed
+from nerfstudio_accel.spatial.cells import MAX_BLOCKS
 
 BLOCK_KEY = re.compile(r"(?:^|\.)(?:field\.fields|sampler\.samplers)\.(\d+)\.")
 """A state-dict name inside one block's field or sampler; its group is the block's index."""
@@ -22,6 +26,17 @@ def own_block(blocks: int) -> Optional[int]:
     """The block this process trains alone: its rank, when a scene split into ``blocks`` cells trains on several
     ranks (the trainer has checked that they are as many); None in one process or without a split."""
     return distributed.rank() if blocks > 1 and distributed.world_size() > 1 else None
+
+
+@contextlib.contextmanager
+def block_initial_weights(block: int, part: int = 0) -> Iterator[None]:
+    """Inside, the default CPU generator draws block ``block``'s initial weights of ``part`` (0: its field, 1: its
+    sampler's fields) from ``torch.initial_seed() + 1 + block + part * MAX_BLOCKS``, whatever else the process builds,
+    so block ``k`` starts alike in one process and on rank ``k``; outside, the generator is as before."""
+    seed = torch.initial_seed()
+    with torch.random.fork_rng(devices=[]):
+        torch.default_generator.manual_seed((seed + 1 + block + part * MAX_BLOCKS) % 2**63)
+        yield
 
 
 Part = TypeVar("Part")

@@ -110,7 +110,6 @@ def test_a_two_block_capture_opens_in_ns_eval(run_cli, tiny_capture, tmp_path):
         (2, {"hard_mining": True}, {}, "hard-mining True with one block per rank"),
         (2, {}, {"max_grad_norm": 1.0}, "--max-grad-norm with one block per rank"),
         (2, {}, {"gradient_accumulation_steps": {"fields": 2}}, "--gradient-accumulation-steps with one block"),
-        (2, {"model.sampler": "proposal"}, {}, "one block per rank is built for the occupancy sampler only"),
     ],
 )
 def test_blocks_on_ranks_that_cannot_work_stop_before_training(
