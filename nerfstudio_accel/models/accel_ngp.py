@@ -200,6 +200,11 @@ class AccelNGPModelConfig(AccelModelConfig):
             return
         if not 1 <= blocks <= MAX_BLOCKS:
             raise ConfigError(f"--pipeline.spatial-blocks {blocks}: choose 1 to {MAX_BLOCKS} blocks")
+        if self.sampler == "proposal" and self.proposal.distortion_loss_mult > 0:
+            raise ConfigError(
+                f"--pipeline.spatial-blocks {blocks} with --pipeline.model.proposal.distortion-loss-mult "
+                f"{self.proposal.distortion_loss_mult}: the distortion loss over blocks is not built; set it to 0"
+            )
         contract = self.scene_contraction == "on"
         if not self.sampler_config().builds_blocks(contract):
             scene = "a capture (scene contraction on)" if contract else "an object scene"

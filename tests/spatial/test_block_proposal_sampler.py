@@ -71,7 +71,17 @@ def test_every_blocks_proposal_fields_learn_from_its_own_samples_weights():
     weights = torch.rand(samples.n_samples, generator=torch.Generator().manual_seed(1)) * 0.2
     assert sampler.losses(samples.subset(torch.arange(4)), weights[:4]) == {}, "only the samples it returned"
     samples = sampler.sample(origins, directions, stratified=True)
+    weights = 0.1 + 0.1 * torch.sin(1e3 * samples.t_starts)  # a function of each sample, to follow it to its block
+    heard = []
+    for block in sampler.sampler_list():
+        own_losses = block.losses
+        block.losses = lambda part, part_weights, own=own_losses: (
+            heard.append((part, part_weights)) or own(part, part_weights)
+        )
     losses = sampler.losses(samples, weights)
+    assert [part.n_samples for part, _ in heard] == torch.bincount(cell_of(samples.positions, sampler.cells)).tolist()
+    for part, part_weights in heard:  # each block hears the weights of its own samples, in its own order
+        torch.testing.assert_close(part_weights, 0.1 + 0.1 * torch.sin(1e3 * part.t_starts), rtol=0, atol=0)
     assert set(losses) == {"interlevel_loss"} and float(losses["interlevel_loss"].detach()) > 0
     losses["interlevel_loss"].backward()
     for block in sampler.sampler_list():

@@ -206,6 +206,10 @@ def test_a_split_the_sampler_or_scene_cannot_take_stops_in_one_line():
     grid_on_capture.sampler = "occupancy"
     with pytest.raises(ConfigError, match="the occupancy sampler has no per-block form for a capture"):
         grid_on_capture.resolve("cpu", SceneFacts(bounded=False, images_have_alpha=None))
+    distortion = copy.deepcopy(config)
+    distortion.sampler, distortion.proposal.distortion_loss_mult = "proposal", 0.002
+    with pytest.raises(ConfigError, match="the distortion loss over blocks is not built"):
+        distortion.resolve("cpu", SceneFacts(bounded=False, images_have_alpha=None))
     too_many = copy.deepcopy(config)
     too_many.spatial_blocks = 9
     with pytest.raises(ConfigError, match="choose 1 to 8 blocks"):
