@@ -58,6 +58,8 @@ from nerfstudio_accel.spatial.block_composite import (
     transmittance_in_front,
 )
 from nerfstudio_accel.spatial.block_field import BlockFields
+from nerfstudio_accel.spatial.block_proposal_sampler import BlockProposalSampler
+from nerfstudio_accel.spatial.block_sampler import BlockSampler
 from nerfstudio_accel.spatial.cell_samplers import CellSamplers
 from nerfstudio_accel.spatial.cells import MAX_BLOCKS, contracted_region, kd_cells, unbounded_cells
 from nerfstudio_accel.step_phases import phase
@@ -246,6 +248,10 @@ class AccelNGPModelConfig(AccelModelConfig):
         return "tcnn" in (self.implementation, self.hash_backend)
 
 
+BLOCK_SAMPLERS: Dict[str, Type[CellSamplers]] = {"occupancy": BlockSampler, "proposal": BlockProposalSampler}
+"""The sampler of a split scene, by ``--pipeline.model.sampler``: it merges the cells' samplers along each ray."""
+
+
 class AccelNGPModel(AccelModel):
     """Instant-NGP behind the accel seams, sampling through one :class:`~nerfstudio_accel.sampling.base.Sampler`."""
 
@@ -298,7 +304,14 @@ class AccelNGPModel(AccelModel):
                     else:
                         fields[block] = hash_grid_field(cells[block], block_table)
             self.field = BlockFields(fields, cells)
-            self.sampler = cfg.sampler_config().setup_blocks(scene, cells, held)
+            samplers = cfg.sampler_config().setup_cells(scene, cells, held)
+            self.sampler = BLOCK_SAMPLERS[cfg.sampler](
+                samplers,
+                cells,
+                cfg.near_plane,
+                cfg.far_plane,
+                shown_box=aabb,  # type: ignore[arg-type]
+            )
         self.camera_optimizer = cfg.camera_optimizer.setup(num_cameras=self.num_train_data, device="cpu")
         self.image_metrics = ImageMetrics()
         self.finished_run_viewer = FinishedRunViewer()  # nerfstudio's Viewer sets it up (ns-viewer's page)

@@ -163,10 +163,12 @@ class SamplerConfig(ABC):
         """The sampler these options describe, for ``scene``."""
 
     def builds_blocks(self, contract: bool) -> bool:
-        """Whether :meth:`setup_blocks` is built for a scene that is (or is not) contracted."""
+        """Whether :meth:`setup_cells` is built for a scene that is (or is not) contracted."""
         return False
 
-    def setup_blocks(self, scene: SamplerScene, cells: Float[Tensor, "k 2 3"], held: Sequence[int]) -> "Sampler":
-        """The sampler of a spatially split ``scene`` (``cells``: ``(k, 2, 3)`` boxes tiling it), holding the
-        samplers of the cells ``held`` (every cell, or one rank's)."""
+    def setup_cells(
+        self, scene: SamplerScene, cells: Float[Tensor, "k 2 3"], held: Optional[Sequence[int]] = None
+    ) -> Dict[int, "Sampler"]:
+        """The samplers of a spatially split ``scene`` (``cells``: ``(k, 2, 3)`` boxes tiling it) by cell index, for
+        the cells ``held`` (None: every cell), which a block sampler of :mod:`nerfstudio_accel.spatial` merges."""
         raise NotImplementedError(f"{type(self).__name__} builds no samplers per cell")

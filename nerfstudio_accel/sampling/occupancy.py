@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import Dict, List, Optional, Sequence, Tuple, Union
+from typing import Dict, Optional, Sequence, Tuple, Union
 
 import torch
 from jaxtyping import Float, Int
@@ -405,18 +405,14 @@ class OccupancySamplerConfig(SamplerConfig):
         for the scene's device (a fallback warned about) as the model opens."""
         return self._sampler(scene.aabb.float(), scene, self._marching(scene))
 
-    def setup_cells(self, scene: SamplerScene, cells: Float[Tensor, "k 2 3"]) -> List[OccupancySampler]:
-        """A grid per cell, each as fine as the whole box's would be per cell, all with the same marching options
-        (the step from the whole box)."""
+    def setup_cells(
+        self, scene: SamplerScene, cells: Float[Tensor, "k 2 3"], held: Optional[Sequence[int]] = None
+    ) -> Dict[int, Sampler]:
+        """A grid per cell held (every cell by default), each as fine as the whole box's would be per cell, all with
+        the same marching options (the step from the whole box)."""
         marching = self._marching(scene)
-        return [self._sampler(cell, scene, marching) for cell in cells.to(scene.aabb)]
-
-    def setup_blocks(self, scene: SamplerScene, cells: Float[Tensor, "k 2 3"], held: Sequence[int]) -> Sampler:
-        """A :class:`~nerfstudio_accel.spatial.block_sampler.BlockSampler` over the ``held`` cells' grids."""
-        from nerfstudio_accel.spatial.block_sampler import BlockSampler  # it builds on this module
-
-        samplers = self.setup_cells(scene, cells)
-        return BlockSampler({k: samplers[k] for k in held}, cells, scene.near_plane, scene.far_plane)
+        boxes = cells.to(scene.aabb)
+        return {k: self._sampler(boxes[k], scene, marching) for k in (range(len(boxes)) if held is None else held)}
 
     def _marching(self, scene: SamplerScene) -> MarchingOptions:
         assert self.resolution is not None, "resolve() first"

@@ -31,6 +31,8 @@ from nerfstudio_accel.sampling import proposal_ops
 from nerfstudio_accel.sampling.base import DensityFn, Sampler, SamplerConfig, SamplerScene, ray_bounds
 from nerfstudio_accel.sampling.packed import PackedSamples
 from nerfstudio_accel.sampling.proposal_ops import Spacing
+from nerfstudio_accel.spatial.block_ranks import block_initial_weights
+from nerfstudio_accel.spatial.cells import contracted_region
 from nerfstudio_accel.step_phases import phase
 
 
@@ -241,24 +243,22 @@ class ProposalSamplerConfig(SamplerConfig):
     def builds_blocks(self, contract: bool) -> bool:
         return True
 
-    def setup_blocks(self, scene: SamplerScene, cells: Float[Tensor, "k 2 3"], held: Sequence[int]) -> Sampler:
-        """A :class:`~nerfstudio_accel.spatial.block_proposal_sampler.BlockProposalSampler` over the ``held``
-        cells, each with its own proposal fields: over its cell (an object scene), or over the part of the
-        contracted grid its cell maps into (a capture); their tables shared out as the main field's are (each
-        ``1 / 2^floor(log2 k)`` of the whole scene's), their initial weights block ``k``'s alike on every rank."""
-        from nerfstudio_accel.spatial.block_proposal_sampler import BlockProposalSampler  # it builds on this module
-        from nerfstudio_accel.spatial.block_ranks import block_initial_weights
-        from nerfstudio_accel.spatial.cells import contracted_region
-
+    def setup_cells(
+        self, scene: SamplerScene, cells: Float[Tensor, "k 2 3"], held: Optional[Sequence[int]] = None
+    ) -> Dict[int, Sampler]:
+        """A proposal sampler per cell held (every cell by default), with its own proposal fields: over its cell (an
+        object scene), or over the part of the contracted grid its cell maps into (a capture); their tables shared
+        out as the main field's are (each ``1 / 2^floor(log2 k)`` of the whole scene's), their initial weights
+        block ``k``'s alike on every rank. They clip no ray: the block sampler clips each to its cell."""
         assert self.num_samples is not None and self.samples_per_round is not None, "resolve() first"
         aabb, table = scene.aabb.float(), self.log2_hashmap_size - int(math.log2(cells.shape[0]))
-        samplers = {}
-        for k in held:
+        samplers: Dict[int, Sampler] = {}
+        for k in range(cells.shape[0]) if held is None else held:
             cell = cells[k].to(aabb)
             box, region = (aabb, contracted_region(cell, aabb)) if scene.contract else (cell, None)
-            with block_initial_weights(k, part=1):  # the block sampler clips rays to the cell
+            with block_initial_weights(k, part=1):
                 samplers[k] = self._sampler(scene, box, table, region, None)
-        return BlockProposalSampler(samplers, cells, scene.near_plane, scene.far_plane, shown_box=aabb)
+        return samplers
 
     def setup(self, scene: SamplerScene) -> ProposalSampler:
         """One proposal field per round over ``scene``'s box, on the scene's kernels; a bounded scene's rays are

@@ -45,8 +45,9 @@ class BlockSampler(CellSamplers):
         cells: Float[Tensor, "k 2 3"],
         near_plane: float = 0.05,
         far_plane: float = 1e3,
+        shown_box: Optional[Float[Tensor, "2 3"]] = None,
     ) -> None:
-        super().__init__(samplers, cells)
+        super().__init__(samplers, cells, shown_box)
         if self.own_block is not None:  # this rank alone holds its grid
             own = self.sampler_list()[0]
             own.grid_update = dataclasses.replace(own.grid_update, shared_by_ranks=False)

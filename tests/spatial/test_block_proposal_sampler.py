@@ -24,9 +24,7 @@ def block_sampler(k: int, contract: bool, held=None) -> BlockProposalSampler:
     if contract:
         cells = unbounded_cells(cells, BOX)
     torch.manual_seed(0)
-    sampler = config.setup_blocks(scene, cells, range(k) if held is None else held)
-    assert isinstance(sampler, BlockProposalSampler)
-    return sampler
+    return BlockProposalSampler(config.setup_cells(scene, cells, held), cells, 0.05, 100.0, shown_box=BOX)
 
 
 def rays(n: int, seed: int):
