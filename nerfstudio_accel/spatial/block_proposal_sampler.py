@@ -20,7 +20,7 @@ from nerfstudio_accel.ops.ray_aabb import ray_aabb_intersect
 from nerfstudio_accel.sampling.base import DensityFn, ray_bounds
 from nerfstudio_accel.sampling.packed import PackedSamples
 from nerfstudio_accel.sampling.proposal import ProposalSampler
-from nerfstudio_accel.spatial.cell_samplers import CellSamplers
+from nerfstudio_accel.spatial.cell_samplers import CellSamplers, front_to_back
 from nerfstudio_accel.step_phases import phase
 
 
@@ -67,9 +67,10 @@ class BlockProposalSampler(CellSamplers):
         parts: List[PackedSamples] = []
         block_rays: List[Int[Tensor, " m"]] = []
         seed = int(torch.randint(0, 2**62, (1,))) if stratified else 0  # one draw, then one generator per block
+        cells = self.cells.to(origins).flatten(1)  # one copy to the rays' device per call
         with phase("proposal rounds"):
             for k, sampler in zip(self.held, self.sampler_list()):
-                enter, exit_, _ = ray_aabb_intersect(origins, directions, self.cells[k].to(origins).flatten())
+                enter, exit_, _ = ray_aabb_intersect(origins, directions, cells[k])
                 block_near, block_far = torch.maximum(near, enter), torch.minimum(far, exit_)
                 rays = torch.nonzero(block_far > block_near).reshape(-1)
                 generator = torch.Generator(device=device).manual_seed(seed + k) if stratified else None
@@ -81,8 +82,7 @@ class BlockProposalSampler(CellSamplers):
                 block_rays.append(rays)
         ray_indices = torch.cat([rays[part.ray_indices] for part, rays in zip(parts, block_rays)])
         t_starts = torch.cat([part.t_starts for part in parts])
-        order = torch.argsort(t_starts, stable=True)
-        order = order[torch.argsort(ray_indices[order], stable=True)]
+        order = front_to_back(ray_indices, t_starts)
         t_ends = torch.cat([part.t_ends for part in parts])
         samples = PackedSamples(ray_indices[order], t_starts[order], t_ends[order], origins, directions)
         if self.training:

@@ -29,7 +29,7 @@ from nerfstudio_accel.sampling.culling_pass import AlphaThreshold, ThresholdPerC
 from nerfstudio_accel.sampling.occupancy import OccupancySampler, visible_samples
 from nerfstudio_accel.sampling.packed import PackedSamples
 from nerfstudio_accel.spatial.block_culling import cull_own_block
-from nerfstudio_accel.spatial.cell_samplers import CellSamplers
+from nerfstudio_accel.spatial.cell_samplers import CellSamplers, front_to_back
 from nerfstudio_accel.step_phases import phase
 
 
@@ -85,8 +85,7 @@ class BlockSampler(CellSamplers):
             ray_indices = torch.cat([part[0] for part in parts])
             t_starts = torch.cat([part[1] for part in parts])
             blocks = torch.cat([torch.full_like(part[0], k) for k, part in enumerate(parts)])
-            order = torch.argsort(t_starts, stable=True)
-            order = order[torch.argsort(ray_indices[order], stable=True)]
+            order = front_to_back(ray_indices, t_starts)
             if self.marching.max_samples_per_ray is not None and order.numel() > 0:
                 order = order[first_samples_of_each_ray(ray_indices[order], self.marching.max_samples_per_ray)]
             t_ends = torch.cat([part[2] for part in parts])[order]

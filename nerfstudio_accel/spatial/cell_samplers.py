@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Dict, List, Mapping, Optional, Sequence, Union
 
 import torch
-from jaxtyping import Float
+from jaxtyping import Float, Int
 from torch import Tensor, nn
 
 from nerfstudio_accel.ops.backends import ResolvedSamplerBackend
@@ -23,6 +23,12 @@ from nerfstudio_accel.spatial.cells import cell_of
 
 SAMPLES_PER_RAY_OF_BLOCK = "samples_per_ray_block_"
 """The prefix of the per-block samples per ray in :meth:`CellSamplers.figures`; the block's index follows."""
+
+
+def front_to_back(ray_indices: Int[Tensor, " n"], t_starts: Float[Tensor, " n"]) -> Int[Tensor, " n"]:
+    """The order ``(n,)`` that sorts the cells' samples, concatenated, by ray and then by distance."""
+    order = torch.argsort(t_starts, stable=True)
+    return order[torch.argsort(ray_indices[order], stable=True)]
 
 
 class CellSamplers(Sampler):
