@@ -1,7 +1,7 @@
-"""Spatial segmentation against data-parallel training, on 2 gloo ranks (CPU), for an object scene.
+"""Spatial segmentation against data-parallel training, on 2 gloo ranks (CPU), for an object scene or a capture.
 
     python benchmarks/spatial_segmentation.py --data ../shared/data/lego --downscale 4 --steps 1500 \\
-        [--seconds 300] --out DIR
+        [--seconds 300] [--dataparser auto] --out DIR
 
 Every run is nerfstudio's per-rank ``train_loop`` on gloo processes, as its launcher runs
 ``--machine.num-devices 2`` (the launcher itself asserts CUDA), each rank on one CPU thread:
@@ -15,7 +15,8 @@ Both run ``--steps`` steps; with ``--seconds``, each runs again for as many step
 the first runs fits in that time (equal time, start-up not counted). Hard mining is off in both (ranks refuse it
 with blocks). Per run: the median ms per step (rank 0, after the first 10% of steps), the bytes each rank hands to
 collectives per step (the tensors' payload, medians over steps; a ring all-reduce moves about twice its payload
-per rank, an all-gather about its payload), parameters and peak resident memory (VmHWM) per rank, and, from the
+per rank, an all-gather about its payload), each block's samples per ray (its rank's median over steps: how evenly
+the split shares the work), parameters and peak resident memory (VmHWM) per rank, and, from the
 checkpoint in one process, the PSNR over every test view and the render time per view (a K-block model fuses
 its blocks per ray: the render cost spatial segmentation pays). Prints one markdown table; writes
 ``results.json`` to ``--out``.
@@ -40,9 +41,10 @@ from nerfstudio.scripts.train import train_loop
 from nerfstudio.utils.eval_utils import eval_setup
 
 from nerfstudio_accel import distributed
-from nerfstudio_accel.bench.configs import MethodSpec, build_config
+from nerfstudio_accel.bench.configs import MethodSpec, build_config, resolve_dataparser
 from nerfstudio_accel.bench.evaluation import evaluate_views
 from nerfstudio_accel.engine.trainer import AccelTrainer, AccelTrainerConfig
+from nerfstudio_accel.spatial.cell_samplers import SAMPLES_PER_RAY_OF_BLOCK
 
 RUNS = {"one rank": (1, 1), "data-parallel": (2, 1), "2 blocks": (2, 2)}
 """Each run's ranks and ``--pipeline.spatial-blocks``."""
@@ -65,6 +67,7 @@ class MeasuredTrainer(AccelTrainer):
         self.step_seconds: List[float] = []
         self.step_bytes: List[int] = []
         self.step_rays: List[int] = []
+        self.block_samples: Dict[str, List[float]] = {}
         self.sent = 0
         for name in COLLECTIVES:
             collective = getattr(dist, name)
@@ -83,6 +86,10 @@ class MeasuredTrainer(AccelTrainer):
         self.step_seconds.append(time.perf_counter() - started)
         self.step_bytes.append(self.sent)
         self.step_rays.append(self.pipeline.rays_in_last_batch)
+        sampler = self.pipeline.model.own_sampler()
+        for name, value in (sampler.figures() if sampler is not None else {}).items():
+            if name.startswith(SAMPLES_PER_RAY_OF_BLOCK) and value > 0:  # a rank holding one block: its own only
+                self.block_samples.setdefault(name[len(SAMPLES_PER_RAY_OF_BLOCK) :], []).append(value)
         return result
 
     def train(self) -> None:
@@ -92,6 +99,7 @@ class MeasuredTrainer(AccelTrainer):
             "ms_per_step": 1000.0 * statistics.median(self.step_seconds[skip:]),
             "bytes_per_step": statistics.median(self.step_bytes[skip:]),
             "rays_per_step": statistics.median(self.step_rays[skip:]),
+            "block_samples_per_ray": {k: statistics.median(v[len(v) // 10 :]) for k, v in self.block_samples.items()},
             "parameters": sum(p.numel() for p in self.pipeline.model.parameters()),
             "peak_rss_mb": peak_resident_mib(),
         }
@@ -123,7 +131,13 @@ def rank_main(rank: int, ranks: int, init_file: str, config: MeasuredTrainerConf
 
 def run_config(args: argparse.Namespace, ranks: int, blocks: int, steps: int, folder: Path) -> MeasuredTrainerConfig:
     base = build_config(
-        MethodSpec("accel-ngp", "accel-ngp", ()), args.data, "blender-data", args.downscale, "cpu", args.seed, folder
+        MethodSpec("accel-ngp", "accel-ngp", ()),
+        args.data,
+        resolve_dataparser(args.data, args.dataparser),
+        args.downscale,
+        "cpu",
+        args.seed,
+        folder,
     )
     config = MeasuredTrainerConfig(
         **{name: copy.deepcopy(getattr(base, name)) for name in base.__dataclass_fields__ if name != "_target"},
@@ -144,6 +158,7 @@ def train_and_score(args: argparse.Namespace, label: str, steps: int, folder: Pa
     mp.spawn(rank_main, args=(count, str(folder / "init"), config), nprocs=count, join=True)
     ranks = [json.loads((folder / f"rank{rank}.json").read_text()) for rank in range(count)]
     _, pipeline, _, _ = eval_setup(config.get_base_dir() / "config.yml", test_mode="test")
+    block_samples = {k: v for rank in ranks for k, v in rank["block_samples_per_ray"].items()}
     scores = evaluate_views(pipeline)
     return {
         "run": label,
@@ -154,6 +169,7 @@ def train_and_score(args: argparse.Namespace, label: str, steps: int, folder: Pa
         * 1000.0
         / ranks[0]["ms_per_step"],
         "kb_per_step": max(rank["bytes_per_step"] for rank in ranks) / 1024,
+        "block_samples_per_ray": [block_samples[k] for k in sorted(block_samples, key=int)],
         "parameters_per_rank": max(rank["parameters"] for rank in ranks),
         "peak_rss_mb": max(rank["peak_rss_mb"] for rank in ranks),
         "psnr": scores["psnr"],
@@ -163,14 +179,15 @@ def train_and_score(args: argparse.Namespace, label: str, steps: int, folder: Pa
 
 def markdown(rows: List[Dict]) -> str:
     lines = [
-        "| run | ranks | steps | ms/step | rays/s trained | KiB/step per rank | parameters per rank | "
-        "peak resident MiB per rank | PSNR | render ms/view |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| run | ranks | steps | ms/step | rays/s trained | KiB/step per rank | samples/ray per block | "
+        "parameters per rank | peak resident MiB per rank | PSNR | render ms/view |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for row in rows:
         lines.append(
             f"| {row['run']} | {row['ranks']} | {row['steps']} | {row['ms_per_step']:.1f} | "
             f"{row['rays_per_second']:.0f} | {row['kb_per_step']:.1f} | "
+            f"{' / '.join(f'{v:.1f}' for v in row['block_samples_per_ray']) or '-'} | "
             f"{row['parameters_per_rank']:,} | {row['peak_rss_mb']:.0f} | {row['psnr']:.2f} | "
             f"{row['render_ms_per_view']:.0f} |"
         )
@@ -179,7 +196,10 @@ def markdown(rows: List[Dict]) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--data", type=Path, required=True, help="a Blender-format object scene")
+    parser.add_argument("--data", type=Path, required=True, help="a scene: Blender, nerfstudio or COLMAP format")
+    parser.add_argument(
+        "--dataparser", default="auto", choices=("auto", "blender-data", "nerfstudio-data", "colmap"), help="its format"
+    )
     parser.add_argument("--downscale", type=float, default=4.0, help="image downscale factor (4: lego 100x100)")
     parser.add_argument("--steps", type=int, default=1500)
     parser.add_argument("--seconds", type=float, default=None, help="also train each run for this long")

@@ -67,6 +67,7 @@ def _accel_ngp() -> MethodSpecification:
     from nerfstudio_accel.engine.trainer import AccelTrainerConfig
     from nerfstudio_accel.models.accel_ngp import AccelNGPModelConfig
     from nerfstudio_accel.pipelines.hard_mining import HardSampleMiningPipelineConfig
+    from nerfstudio_accel.spatial.block_field import APPEARANCE_GROUP
 
     config = AccelTrainerConfig(
         method_name="accel-ngp",
@@ -80,6 +81,10 @@ def _accel_ngp() -> MethodSpecification:
         ),
         optimizers={
             "fields": {
+                "optimizer": FusedAdamOptimizerConfig(lr=1e-2, eps=1e-15),
+                "scheduler": FloatExponentialDecaySchedulerConfig(lr_final=1e-4, max_steps=200000),
+            },
+            APPEARANCE_GROUP: {  # a split capture's appearance embedding, which its blocks share: as the fields
                 "optimizer": FusedAdamOptimizerConfig(lr=1e-2, eps=1e-15),
                 "scheduler": FloatExponentialDecaySchedulerConfig(lr_final=1e-4, max_steps=200000),
             },

@@ -51,8 +51,8 @@ def test_discover_methods_returns_accel_ngp_trainer_config() -> None:
     assert isinstance(config.pipeline.model, AccelNGPModelConfig)
     assert config.pipeline.model._target is AccelNGPModel
     assert config.pipeline.model.occupancy.backend == "auto"
-    # the fields' group, and the camera optimizer's for --pipeline.model.camera-optimizer.mode SO3xR3
-    assert set(config.optimizers) == {"fields", "camera_opt"}
+    # the fields' group, a split capture's shared appearance embedding's, and the camera optimizer's (SO3xR3)
+    assert set(config.optimizers) == {"fields", "appearance", "camera_opt"}
     assert "nerfstudio-accel" in descriptions[METHOD]
 
 

@@ -51,6 +51,24 @@ def grid_coordinates(
     return ((positions - lower) / (upper - lower)).clamp(0.0, 1.0)
 
 
+def appearance_embedding(num_images: int, dim: int) -> Optional[nn.Embedding]:
+    """A ``dim``-vector per training image, drawn near 0; None without images or when ``dim`` is 0."""
+    if dim <= 0 or num_images <= 0:
+        return None
+    embedding = nn.Embedding(num_images, dim)
+    nn.init.normal_(embedding.weight, std=0.01)
+    return embedding
+
+
+def appearance_vectors(
+    embedding: nn.Embedding, camera_indices: Optional[Int[Tensor, " n"]], n: int, training: bool
+) -> Float[Tensor, "n dim"]:
+    """Each of ``n`` samples' vector: its image's in training, the mean vector otherwise (or without indices)."""
+    if training and camera_indices is not None:
+        return embedding(camera_indices.reshape(-1).long().clamp(0, embedding.num_embeddings - 1))
+    return embedding.weight.mean(dim=0).expand(n, -1)
+
+
 class HashGridField(nn.Module):
     """Density from a hash grid + small MLP; view-dependent colour from SH-encoded directions.
 
@@ -66,6 +84,9 @@ class HashGridField(nn.Module):
         num_images, appearance_dim: a learned ``appearance_dim``-vector per training image, fed to the colour
             MLP (exposure and white balance vary across photos); outside training every view gets the mean
             vector, as nerfacto does, so unseen images render with the average appearance. 0: none.
+        shared_appearance: the colour MLP takes ``appearance_dim``-vectors from the caller (the blocks of a split
+            scene share one embedding, :class:`~nerfstudio_accel.spatial.block_field.BlockFields`); the field holds
+            none.
         grid_region: with ``contract``, the box ``(2, 3)`` of contracted coordinates the hash grid spans (a block
             of a split capture); None: all of them.
     """
@@ -88,6 +109,7 @@ class HashGridField(nn.Module):
         num_images: int = 0,
         appearance_dim: int = 0,
         grid_region: Optional[Float[Tensor, "2 3"]] = None,
+        shared_appearance: bool = False,
     ) -> None:
         super().__init__()
         self.register_buffer("aabb", aabb.detach().clone().float())
@@ -108,13 +130,11 @@ class HashGridField(nn.Module):
             implementation=implementation,
         )
         self.direction_encoding = SHEncoding(levels=4, implementation=implementation)
-        self.appearance = nn.Embedding(num_images, appearance_dim) if num_images > 0 and appearance_dim > 0 else None
-        if self.appearance is not None:
-            nn.init.normal_(self.appearance.weight, std=0.01)
+        self.appearance = None if shared_appearance else appearance_embedding(num_images, appearance_dim)
+        self.appearance_input = appearance_dim if self.appearance is not None or shared_appearance else 0
+        """The width of the appearance vectors the colour MLP reads (0: none)."""
         self.color_mlp = MLP(
-            in_dim=self.direction_encoding.get_out_dim()
-            + geo_feat_dim
-            + (appearance_dim if self.appearance is not None else 0),
+            in_dim=self.direction_encoding.get_out_dim() + geo_feat_dim + self.appearance_input,
             num_layers=num_layers_color + 1,
             layer_width=hidden_dim_color,
             out_dim=3,
@@ -158,10 +178,12 @@ class HashGridField(nn.Module):
         directions: Float[Tensor, "n 3"],
         camera_indices: Optional[Int[Tensor, " n"]] = None,
         positions: Optional[Float[Tensor, "n 3"]] = None,
+        appearance: Optional[Float[Tensor, "n dim"]] = None,
     ) -> Float[Tensor, "n 3"]:
         """Pre-activation colour from geometry features, unit view ``directions`` and, with appearance
         embeddings, the training image each sample was seen from (empty in, empty out). ``positions``, where the
-        samples are, is not needed by one field (a split scene's picks each sample's field by it)."""
+        samples are, is not needed by one field (a split scene's picks each sample's field by it).
+        ``appearance``: each sample's appearance vector, required with ``shared_appearance`` (else unused)."""
         if directions.shape[0] == 0:
             return directions.new_zeros(0, 3)
         # tiny-cuda-nn's spherical harmonics take directions mapped to [0, 1]^3, nerfstudio's torch ones unit vectors
@@ -170,14 +192,15 @@ class HashGridField(nn.Module):
         features = [self.direction_encoding(sh_input).to(geo_features), geo_features]
         if self.appearance is not None:
             features.append(self.appearance_vectors(camera_indices, directions.shape[0]).to(geo_features))
+        elif self.appearance_input:
+            assert appearance is not None, "a field with shared appearance takes each sample's vector"
+            features.append(appearance.to(geo_features))
         return self.color_mlp(torch.cat(features, dim=-1))
 
     def appearance_vectors(self, camera_indices: Optional[Int[Tensor, " n"]], n: int) -> Float[Tensor, "n dim"]:
         """Each sample's image embedding in training; the mean embedding otherwise (or without indices)."""
         assert self.appearance is not None
-        if self.training and camera_indices is not None:
-            return self.appearance(camera_indices.reshape(-1).long().clamp(0, self.appearance.num_embeddings - 1))
-        return self.appearance.weight.mean(dim=0).expand(n, -1)
+        return appearance_vectors(self.appearance, camera_indices, n, self.training)
 
     def field_raw(
         self,
@@ -185,12 +208,13 @@ class HashGridField(nn.Module):
         directions: Float[Tensor, "n 3"],
         camera_indices: Optional[Int[Tensor, " n"]] = None,
         encodings: Optional[Float[Tensor, "n enc"]] = None,
+        appearance: Optional[Float[Tensor, "n dim"]] = None,
     ) -> Tuple[Float[Tensor, "n 1"], Float[Tensor, "n 3"]]:
         """Pre-activation density ``sigma'`` and colour ``c'`` at points seen from unit ``directions``
         (``camera_indices``: the training image of each sample, for appearance embeddings; ``encodings``:
-        as in :meth:`density_head`)."""
+        as in :meth:`density_head`; ``appearance``: as in :meth:`color_raw`)."""
         head = self.density_head(positions, encodings)
-        return head[:, :1], self.color_raw(head[:, 1:], directions, camera_indices)
+        return head[:, :1], self.color_raw(head[:, 1:], directions, camera_indices, appearance=appearance)
 
     @staticmethod
     def activate(

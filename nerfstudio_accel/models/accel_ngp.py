@@ -26,7 +26,7 @@ from nerfstudio_accel.errors import ConfigError
 from nerfstudio_accel.fields.coarse_to_fine import level_weights
 from nerfstudio_accel.fields.density_normals import rendered_normals
 from nerfstudio_accel.fields.density_pass_record import DensityPassRecord
-from nerfstudio_accel.fields.hash_grid_field import FieldImplementation, HashGridField
+from nerfstudio_accel.fields.hash_grid_field import FieldImplementation, HashGridField, appearance_embedding
 from nerfstudio_accel.geometry import pose_corrected_rays
 from nerfstudio_accel.metrics import ImageMetrics
 from nerfstudio_accel.models.base import AccelModel, AccelModelConfig
@@ -57,7 +57,7 @@ from nerfstudio_accel.spatial.block_composite import (
     render_block,
     transmittance_in_front,
 )
-from nerfstudio_accel.spatial.block_field import BlockFields
+from nerfstudio_accel.spatial.block_field import APPEARANCE_GROUP, BlockFields
 from nerfstudio_accel.spatial.block_proposal_sampler import BlockProposalSampler
 from nerfstudio_accel.spatial.block_sampler import BlockSampler
 from nerfstudio_accel.spatial.cell_samplers import CellSamplers
@@ -268,7 +268,10 @@ class AccelNGPModel(AccelModel):
         hash_backend = runnable_hash_backend(cfg.hash_backend, device.type)
 
         def hash_grid_field(
-            box: Float[Tensor, "2 3"], log2_hashmap_size: int, region: Optional[Tensor] = None
+            box: Float[Tensor, "2 3"],
+            log2_hashmap_size: int,
+            region: Optional[Tensor] = None,
+            shared_appearance: bool = False,
         ) -> HashGridField:
             return HashGridField(
                 aabb=box,
@@ -283,6 +286,7 @@ class AccelNGPModel(AccelModel):
                 hash_backend=hash_backend,
                 num_images=self.num_train_data,
                 appearance_dim=cfg.appearance_embedding_dim or 0,
+                shared_appearance=shared_appearance,
             )
 
         scene = SamplerScene(aabb, contract, cfg.near_plane, cfg.far_plane, device, cfg.implementation, hash_backend)
@@ -296,14 +300,17 @@ class AccelNGPModel(AccelModel):
             block_table = cfg.log2_hashmap_size - int(math.log2(cfg.spatial_blocks))
             rank_block = block_ranks.own_block(cfg.spatial_blocks)
             held = range(cfg.spatial_blocks) if rank_block is None else [rank_block]
+            appearance = appearance_embedding(self.num_train_data, cfg.appearance_embedding_dim or 0)
+            shared = appearance is not None  # one appearance vector per image, every block's
             fields = {}
             for block in held:
                 with block_ranks.block_initial_weights(block):
                     if contract:  # contracted around the scene box, the grid over the part its cell maps into
-                        fields[block] = hash_grid_field(aabb, block_table, contracted_region(cells[block], aabb))
+                        region = contracted_region(cells[block], aabb)
+                        fields[block] = hash_grid_field(aabb, block_table, region, shared)
                     else:
-                        fields[block] = hash_grid_field(cells[block], block_table)
-            self.field = BlockFields(fields, cells)
+                        fields[block] = hash_grid_field(cells[block], block_table, shared_appearance=shared)
+            self.field = BlockFields(fields, cells, appearance)
             samplers = cfg.sampler_config().setup_cells(scene, cells, held)
             self.sampler = BLOCK_SAMPLERS[cfg.sampler](
                 samplers,
@@ -327,8 +334,11 @@ class AccelNGPModel(AccelModel):
 
     def get_param_groups(self) -> Dict[str, List[Parameter]]:
         """The radiance field and the sampler's own fields, if any, train together (block by block in a split
-        scene); the camera optimizer has its own group."""
+        scene, whose blocks' shared appearance embedding is the ``appearance`` group); the camera optimizer has its
+        own group."""
         groups = {"fields": self._field_parameters()}
+        if isinstance(self.field, BlockFields) and self.field.appearance is not None:
+            groups[APPEARANCE_GROUP] = list(self.field.appearance.parameters())
         self.camera_optimizer.get_param_groups(param_groups=groups)
         return groups
 

@@ -3,7 +3,9 @@
 Every call routes each point to the field of its cell (:func:`~nerfstudio_accel.spatial.cells.cell_of`) and puts
 the results back in the points' order, so a model, a density record or a sampler's grid update uses it as it
 uses one :class:`~nerfstudio_accel.fields.hash_grid_field.HashGridField`. Each cell's field holds its own hash
-grid over its cell (finer per unit of space than one grid over the whole box) and its own MLPs.
+grid over its cell (finer per unit of space than one grid over the whole box) and its own MLPs; the per-image
+appearance embedding (captures) is one, held here and shared by every cell's colour MLP, so an image's exposure is
+one vector wherever its rays go.
 
 A process holds every cell's field, or, training one block per rank, only its own cell's: that one then answers for
 every point it is asked about (the rank samples only inside its cell). The fields are keyed by their cell's index,
@@ -18,22 +20,32 @@ import torch
 from jaxtyping import Float, Int
 from torch import Tensor, nn
 
-from nerfstudio_accel.fields.hash_grid_field import HashGridField
+from nerfstudio_accel.fields.hash_grid_field import HashGridField, appearance_vectors
 from nerfstudio_accel.spatial.block_ranks import held_blocks
 from nerfstudio_accel.spatial.cells import cell_of
+
+APPEARANCE_GROUP = "appearance"
+"""The optimizer group of the appearance embedding the blocks share (shared by the ranks, as the camera optimizer's
+group is, when each trains one block)."""
 
 
 class BlockFields(nn.Module):
     """``fields[k]`` answers for the points in ``cells[k]`` (``(k, 2, 3)`` boxes tiling the scene box); ``fields``
-    holds every cell's field (a sequence, or by cell index), or one cell's by its index (:attr:`own_block`)."""
+    holds every cell's field (a sequence, or by cell index), or one cell's by its index (:attr:`own_block`).
+    ``appearance``: the per-image embedding every cell's colour MLP reads (fields built with ``shared_appearance``);
+    None: no appearance vectors."""
 
     def __init__(
-        self, fields: Union[Sequence[HashGridField], Mapping[int, HashGridField]], cells: Float[Tensor, "k 2 3"]
+        self,
+        fields: Union[Sequence[HashGridField], Mapping[int, HashGridField]],
+        cells: Float[Tensor, "k 2 3"],
+        appearance: Optional[nn.Embedding] = None,
     ) -> None:
         super().__init__()
         fields = held_blocks(fields, cells.shape[0], "field")
         self.held = sorted(fields)
         self.fields = nn.ModuleDict({str(k): fields[k] for k in self.held})
+        self.appearance = appearance
         self.register_buffer("cells", cells.detach().clone().float())
         self.register_buffer("aabb", torch.stack([self.cells[:, 0].amin(dim=0), self.cells[:, 1].amax(dim=0)]))
         self.geo_feat_dim = self.field_list()[0].geo_feat_dim
@@ -112,12 +124,22 @@ class BlockFields(nn.Module):
     ) -> Float[Tensor, "n 3"]:
         """As :meth:`HashGridField.color_raw`, by the cell of each sample's ``positions`` (required here)."""
         assert positions is not None, "a split field picks each sample's colour MLP by its position"
+        vectors = self._appearance_vectors(camera_indices, positions.shape[0])
 
         def color(field: HashGridField, rows: Tensor) -> Tensor:
             cameras = None if camera_indices is None else camera_indices[rows]
-            return field.color_raw(geo_features[rows], directions[rows], cameras)
+            shared = None if vectors is None else vectors[rows]
+            return field.color_raw(geo_features[rows], directions[rows], cameras, appearance=shared)
 
         return self._per_cell(positions, 3, color)
+
+    def _appearance_vectors(
+        self, camera_indices: Optional[Int[Tensor, " n"]], n: int
+    ) -> Optional[Float[Tensor, "n dim"]]:
+        """Each of ``n`` samples' shared appearance vector (see :func:`appearance_vectors`); None without."""
+        return (
+            None if self.appearance is None else appearance_vectors(self.appearance, camera_indices, n, self.training)
+        )
 
     def field_raw(
         self,
@@ -127,11 +149,13 @@ class BlockFields(nn.Module):
         encodings: Optional[Float[Tensor, "n enc"]] = None,
     ) -> Tuple[Float[Tensor, "n 1"], Float[Tensor, "n 3"]]:
         """As :meth:`HashGridField.field_raw`, by each point's cell."""
+        vectors = self._appearance_vectors(camera_indices, positions.shape[0])
 
         def raw(field: HashGridField, rows: Tensor) -> Tensor:
             cameras = None if camera_indices is None else camera_indices[rows]
             known = None if encodings is None else encodings[rows]
-            return torch.cat(field.field_raw(positions[rows], directions[rows], cameras, known), dim=-1)
+            shared = None if vectors is None else vectors[rows]
+            return torch.cat(field.field_raw(positions[rows], directions[rows], cameras, known, shared), dim=-1)
 
         out = self._per_cell(positions, 4, raw)
         return out[:, :1], out[:, 1:]

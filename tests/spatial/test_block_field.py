@@ -1,4 +1,5 @@
-"""BlockFields answers each point with its own cell's field, values and gradients alike."""
+"""BlockFields answers each point with its own cell's field, values and gradients alike; its cells share one
+appearance embedding."""
 
 from __future__ import annotations
 
@@ -52,3 +53,38 @@ def test_coarse_to_fine_weights_reach_every_cell():
     weights = torch.ones(split.position_encoding.get_out_dim())
     split.level_weights = weights
     assert all(field.level_weights is weights for field in split.field_list())
+
+
+def test_the_cells_share_one_appearance_vector_per_image():
+    """Each sample's colour MLP reads its image's vector from the one embedding (the mean outside training), and
+    samples of every cell train that vector."""
+    torch.manual_seed(0)
+    cells = kd_cells(BOX, 2)
+    fields = [
+        HashGridField(cell, num_levels=4, max_res=32, log2_hashmap_size=10, appearance_dim=4, shared_appearance=True)
+        for cell in cells
+    ]
+    appearance = torch.nn.Embedding(5, 4)
+    split = BlockFields(fields, cells, appearance)
+    assert all(field.appearance is None for field in fields)
+    points = torch.stack([cells[0].mean(dim=0), cells[1].mean(dim=0)])
+    directions = torch.nn.functional.normalize(torch.ones(2, 3), dim=-1)
+    cameras = torch.tensor([3, 3])
+    _, color = split.field_raw(points, directions, cameras)
+    for k in range(2):
+        head = fields[k].density_head(points[k : k + 1])
+        own = fields[k].color_raw(head[:, 1:], directions[k : k + 1], appearance=appearance.weight[3:4])
+        assert torch.allclose(color[k : k + 1], own)
+    grads = []
+    for k in range(2):  # each cell's sample alone trains image 3's vector, and only it
+        appearance.zero_grad()
+        split.field_raw(points[k : k + 1], directions[k : k + 1], cameras[k : k + 1])[1].sum().backward()
+        grad = appearance.weight.grad
+        assert float(grad[3].abs().sum()) > 0 and float(grad[torch.arange(5) != 3].abs().sum()) == 0
+        grads.append(grad[3].clone())
+    assert not torch.allclose(grads[0], grads[1]), "two cells' colour MLPs, two gradients"
+    split.eval()
+    _, evaluated = split.field_raw(points, directions, cameras)
+    head = fields[0].density_head(points[:1])
+    mean = appearance.weight.mean(dim=0, keepdim=True)
+    assert torch.allclose(evaluated[:1], fields[0].color_raw(head[:, 1:], directions[:1], appearance=mean))

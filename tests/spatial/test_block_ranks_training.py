@@ -117,7 +117,8 @@ def test_two_ranks_train_the_weights_one_process_trains(two_runs):
 def test_two_ranks_train_a_captures_blocks_and_proposal_fields_as_one_process(tmp_path):
     """A capture's blocks on 2 ranks: each rank's proposal fields learn from its samples' weights after the block in
     front (from the composite's all-gather), its jitter comes from its block's own generator, the camera optimizer's
-    gradient is summed over the ranks and its regulariser counted once (rank 0's).
+    and the shared appearance embedding's gradients are summed over the ranks, and the regulariser counted once
+    (rank 0's).
 
     Tolerance, after 2 steps (the second with pose corrections, so the regulariser acts): camera poses to 1e-5;
     every other tensor to 1e-3 (a tenth of the fields' learning rate), all but 1% of its entries to 1e-6. Proposal
@@ -132,6 +133,7 @@ def test_two_ranks_train_a_captures_blocks_and_proposal_fields_as_one_process(tm
     assert split["step"] == whole["step"] == CAPTURE_STEPS - 1
     assert split["pipeline"].keys() == whole["pipeline"].keys()
     assert any(".sampler.samplers.1.fields." in name for name in whole["pipeline"])
+    assert "_model.field.appearance.weight" in whole["pipeline"]
     for name, value in whole["pipeline"].items():
         difference = (split["pipeline"][name].float() - value.float()).abs()
         if "camera_optimizer" in name:

@@ -68,9 +68,15 @@ def test_a_two_block_run_opens_in_ns_eval(run_cli, tiny_scene, tmp_path):
 
 def test_a_two_block_capture_trains_each_blocks_field_and_proposal_fields(tiny_capture, tmp_path):
     """Unbounded outer cells, each block's hash grid over the part of the contracted grid its cell maps into, and its
-    own proposal fields, which learn from the interlevel loss of its samples."""
+    own proposal fields, which learn from the interlevel loss of its samples; one appearance embedding, which every
+    block's samples train, in its own optimizer group."""
     trainer = capture_trainer(tiny_capture, tmp_path)
     model = trainer.pipeline.model
+    assert model.field.appearance is not None and all(field.appearance is None for field in model.field.field_list())
+    names = model.state_dict().keys()
+    assert "field.appearance.weight" in names and not any(".fields." in n and "appearance" in n for n in names)
+    assert trainer.optimizers.parameters["appearance"] == [model.field.appearance.weight]
+    appearance = model.field.appearance.weight.detach().clone()
     assert isinstance(model.sampler, BlockProposalSampler) and float(model.field.cells.abs().max()) > 1e5
     regions = [field.grid_region for field in model.field.field_list()]
     assert all(region is not None for region in regions) and not torch.equal(regions[0], regions[1])
@@ -80,6 +86,7 @@ def test_a_two_block_capture_trains_each_blocks_field_and_proposal_fields(tiny_c
     assert all(math.isfinite(loss) for loss in losses)
     for field, table in zip(model.field.field_list(), tables):
         assert not torch.equal(field.position_encoding.table, table)
+    assert not torch.equal(model.field.appearance.weight, appearance), "the shared embedding learns"
     for block, parameters in zip(model.sampler.sampler_list(), before):
         assert any(not torch.equal(p, old) for p, old in zip(block.parameters(), parameters)), "proposal fields learn"
     figures = model.sampler.figures()
