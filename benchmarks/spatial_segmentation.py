@@ -86,10 +86,10 @@ class MeasuredTrainer(AccelTrainer):
         self.step_seconds.append(time.perf_counter() - started)
         self.step_bytes.append(self.sent)
         self.step_rays.append(self.pipeline.rays_in_last_batch)
-        sampler = self.pipeline.model.own_sampler()
-        for name, value in (sampler.figures() if sampler is not None else {}).items():
-            if name.startswith(SAMPLES_PER_RAY_OF_BLOCK) and value > 0:  # a rank holding one block: its own only
-                self.block_samples.setdefault(name[len(SAMPLES_PER_RAY_OF_BLOCK) :], []).append(value)
+        block = self.pipeline.model.own_block  # one block per rank: this rank's block's samples per ray
+        if block is not None:
+            figures = self.pipeline.model.sampler.figures()
+            self.block_samples.setdefault(str(block), []).append(figures[f"{SAMPLES_PER_RAY_OF_BLOCK}{block}"])
         return result
 
     def train(self) -> None:

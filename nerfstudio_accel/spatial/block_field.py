@@ -20,6 +20,7 @@ import torch
 from jaxtyping import Float, Int
 from torch import Tensor, nn
 
+from nerfstudio_accel.errors import CheckpointError
 from nerfstudio_accel.fields.hash_grid_field import HashGridField, appearance_vectors
 from nerfstudio_accel.spatial.block_ranks import held_blocks
 from nerfstudio_accel.spatial.cells import cell_of
@@ -27,6 +28,18 @@ from nerfstudio_accel.spatial.cells import cell_of
 APPEARANCE_GROUP = "appearance"
 """The optimizer group of the appearance embedding the blocks share (shared by the ranks, as the camera optimizer's
 group is, when each trains one block)."""
+
+
+def refuse_embeddings_per_block(state_dict: Mapping[str, Tensor], prefix: str, *_: object) -> None:
+    """Raise :class:`~nerfstudio_accel.errors.CheckpointError` (one line) for a split capture's checkpoint whose blocks
+    each hold their own appearance embedding (before the blocks shared one): loaded without them, nerfstudio's tools
+    would render every block with a fresh embedding's mean, silently."""
+    if any(name.startswith(f"{prefix}fields.") and name.endswith(".appearance.weight") for name in state_dict):
+        raise CheckpointError(
+            "this checkpoint is of a split capture whose blocks each hold their own appearance embedding (trained "
+            "before the blocks shared one), which this version does not open; train it again with "
+            "--pipeline.spatial-blocks"
+        )
 
 
 class BlockFields(nn.Module):
@@ -46,6 +59,7 @@ class BlockFields(nn.Module):
         self.held = sorted(fields)
         self.fields = nn.ModuleDict({str(k): fields[k] for k in self.held})
         self.appearance = appearance
+        self._register_load_state_dict_pre_hook(refuse_embeddings_per_block)
         self.register_buffer("cells", cells.detach().clone().float())
         self.register_buffer("aabb", torch.stack([self.cells[:, 0].amin(dim=0), self.cells[:, 1].amax(dim=0)]))
         self.geo_feat_dim = self.field_list()[0].geo_feat_dim

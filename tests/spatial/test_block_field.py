@@ -3,8 +3,10 @@ appearance embedding."""
 
 from __future__ import annotations
 
+import pytest
 import torch
 
+from nerfstudio_accel.errors import CheckpointError
 from nerfstudio_accel.fields.hash_grid_field import HashGridField
 from nerfstudio_accel.spatial.block_field import BlockFields
 from nerfstudio_accel.spatial.cells import cell_of, kd_cells
@@ -88,3 +90,20 @@ def test_the_cells_share_one_appearance_vector_per_image():
     head = fields[0].density_head(points[:1])
     mean = appearance.weight.mean(dim=0, keepdim=True)
     assert torch.allclose(evaluated[:1], fields[0].color_raw(head[:, 1:], directions[:1], appearance=mean))
+
+
+def test_a_checkpoint_with_an_embedding_per_block_is_refused_in_one_line():
+    """A split capture saved when each block held its own embedding would otherwise load without them (nerfstudio's
+    tools retry a failed strict load without strictness) and render with a fresh embedding."""
+    cells = kd_cells(BOX, 2)
+    old = BlockFields(
+        [HashGridField(cell, num_levels=4, max_res=32, num_images=3, appearance_dim=4) for cell in cells], cells
+    )
+    new = BlockFields(
+        [HashGridField(cell, num_levels=4, max_res=32, appearance_dim=4, shared_appearance=True) for cell in cells],
+        cells,
+        torch.nn.Embedding(3, 4),
+    )
+    with pytest.raises(CheckpointError, match="each hold their own appearance embedding"):
+        new.load_state_dict(old.state_dict(), strict=False)
+    new.load_state_dict(new.state_dict())  # the shared layout loads
