@@ -57,6 +57,13 @@ class MultiresHashEncoding(nn.Module):
                 f"this checkpoint's hash grid ({old_keys[0]}) is in nerfstudio's HashEncoding layout, which "
                 f"accel-ngp no longer uses (docs/hash_encoding.md); retrain it with this version"
             )
+        saved = state_dict.get(prefix + "table")
+        if saved is not None and saved.shape != self.table.shape:
+            raise CheckpointError(
+                f"this checkpoint's hash table ({prefix}table) holds {saved.numel()} values where this model's grid "
+                f"holds {self.table.numel()}: it was trained with another grid shape (or is a split object scene "
+                f"trained before each block kept one model's dense levels); train it again with this version"
+            )
         super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
 
     @property

@@ -89,6 +89,9 @@ class HashGridField(nn.Module):
             none.
         grid_region: with ``contract``, the box ``(2, 3)`` of contracted coordinates the hash grid spans (a block
             of a split capture); None: all of them.
+        log2_dense_limit: levels with at most ``2**log2_dense_limit`` vertices stay dense above the table's size (a
+            block of a split object scene keeps one model's dense levels); see
+            :class:`~nerfstudio_accel.kernels.hash_layout.HashGridLayout`.
     """
 
     def __init__(
@@ -110,6 +113,7 @@ class HashGridField(nn.Module):
         appearance_dim: int = 0,
         grid_region: Optional[Float[Tensor, "2 3"]] = None,
         shared_appearance: bool = False,
+        log2_dense_limit: Optional[int] = None,
     ) -> None:
         super().__init__()
         self.register_buffer("aabb", aabb.detach().clone().float())
@@ -117,7 +121,9 @@ class HashGridField(nn.Module):
         self.grid_region: Optional[Tensor]
         self.register_buffer("grid_region", None if grid_region is None else grid_region.detach().clone().float())
         self.geo_feat_dim = geo_feat_dim
-        layout = HashGridLayout.from_resolutions(num_levels, min_res, max_res, log2_hashmap_size, features_per_level)
+        layout = HashGridLayout.from_resolutions(
+            num_levels, min_res, max_res, log2_hashmap_size, features_per_level, log2_dense_limit
+        )
         self.position_encoding = MultiresHashEncoding(layout, backend=hash_backend)
         self.level_weights: Optional[Tensor] = None
         """``(levels * features,)`` weights of the encoding's features (coarse-to-fine training), or None: all 1."""

@@ -8,14 +8,17 @@ so the same table is valid for the pure-torch reference, the fused kernels and t
   per axis; a point ``x`` in ``[0, 1]^3`` lies at ``x * s_l + 0.5`` in vertex units;
 - a level holds ``min(round_up_8(resolution**3), 2**log2_hashmap_size)`` entries; levels whose grid fits
   are indexed densely (``i + j r + k r^2``), finer ones by the spatial hash
-  ``i * P0 ^ j * P1 ^ k * P2`` (uint32, ``P`` = :data:`HASH_PRIMES`), both taken modulo the level size.
+  ``i * P0 ^ j * P1 ^ k * P2`` (uint32, ``P`` = :data:`HASH_PRIMES`), both taken modulo the level size;
+- ``log2_dense_limit`` (not tiny-cuda-nn's) stores densely every level whose grid has at most ``2**log2_dense_limit``
+  vertices, also where that is more rows than the hash table's: a block of a split scene keeps the dense levels
+  of one model, whose table is larger.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Tuple
+from typing import Optional, Tuple
 
 import torch
 from jaxtyping import Float, Int
@@ -34,20 +37,34 @@ class HashGridLayout:
     log2_hashmap_size: int = 19
     base_resolution: int = 16
     per_level_scale: float = 2.0
+    log2_dense_limit: Optional[int] = None
+    """Levels with at most ``2**log2_dense_limit`` vertices are dense whatever the table's size; None: those that
+    fit in ``2**log2_hashmap_size`` rows (tiny-cuda-nn's rule)."""
 
     @classmethod
     def from_resolutions(
-        cls, num_levels: int, min_res: int, max_res: int, log2_hashmap_size: int, features_per_level: int = 2
+        cls,
+        num_levels: int,
+        min_res: int,
+        max_res: int,
+        log2_hashmap_size: int,
+        features_per_level: int = 2,
+        log2_dense_limit: Optional[int] = None,
     ) -> "HashGridLayout":
         """Levels growing geometrically from ``min_res`` to ``max_res`` (nerfstudio's parametrisation)."""
         growth = math.exp((math.log(max_res) - math.log(min_res)) / (num_levels - 1)) if num_levels > 1 else 1.0
-        return cls(num_levels, features_per_level, log2_hashmap_size, min_res, growth)
+        return cls(num_levels, features_per_level, log2_hashmap_size, min_res, growth, log2_dense_limit)
 
     def __post_init__(self) -> None:
         if self.num_levels < 1 or self.features_per_level < 1:
             raise ValueError("a hash grid needs at least one level and one feature per level")
         if not 1 <= self.log2_hashmap_size <= 30:
             raise ValueError(f"log2_hashmap_size must be in [1, 30], got {self.log2_hashmap_size}")
+        if self.log2_dense_limit is not None and not self.log2_hashmap_size <= self.log2_dense_limit <= 30:
+            raise ValueError(
+                f"log2_dense_limit must be in [log2_hashmap_size, 30] = [{self.log2_hashmap_size}, 30], "
+                f"got {self.log2_dense_limit}"
+            )
 
     def level_scale(self, level: int) -> float:
         """``s_l``: vertex units per unit of input at ``level`` (float32, as tiny-cuda-nn computes it)."""
@@ -59,9 +76,13 @@ class HashGridLayout:
         return int(math.ceil(self.level_scale(level))) + 1
 
     def level_entries(self, level: int) -> int:
-        """Table rows of ``level``: the dense grid rounded up to 8, at most ``2**log2_hashmap_size``."""
+        """Table rows of ``level``: the dense grid rounded up to 8, at most ``2**log2_hashmap_size`` unless the
+        grid is within ``2**log2_dense_limit``."""
         dense = min(self.level_resolution(level) ** 3, 2**31)
-        return min(-(-dense // 8) * 8, 2**self.log2_hashmap_size)
+        rows = -(-dense // 8) * 8
+        if self.log2_dense_limit is not None and dense <= 2**self.log2_dense_limit:
+            return rows
+        return min(rows, 2**self.log2_hashmap_size)
 
     def level_is_dense(self, level: int) -> bool:
         """Whether ``level`` indexes its vertices directly (its whole grid fits in its rows)."""

@@ -184,8 +184,10 @@ class AccelNGPModelConfig(AccelModelConfig):
         if self.log2_hashmap_size is None:
             self.log2_hashmap_size = 19 if device_type == "cuda" else 15
         self.implementation = resolve_implementation(self.implementation, device_type)
-        if self.hash_backend == "auto":
-            self.hash_backend = resolve_hash_backend(self.hash_backend, device_type)
+        if self.hash_backend == "auto":  # an object scene's block has a table tiny-cuda-nn does not build
+            self.hash_backend = resolve_hash_backend(
+                self.hash_backend, device_type, not self.blocks_keep_dense_levels()
+            )
             logger.info(
                 "accel-ngp: hash encoding backend %s on %s (--pipeline.model.hash-backend)",
                 self.hash_backend,
@@ -207,6 +209,11 @@ class AccelNGPModelConfig(AccelModelConfig):
                 f"--pipeline.spatial-blocks {blocks} with --pipeline.model.proposal.distortion-loss-mult "
                 f"{self.proposal.distortion_loss_mult}: the distortion loss over blocks is not built; set it to 0"
             )
+        if self.hash_backend == "tcnn" and self.blocks_keep_dense_levels():
+            raise ConfigError(
+                f"--pipeline.spatial-blocks {blocks} with --pipeline.model.hash-backend tcnn: a block's hash table "
+                "keeps one model's dense levels, which tiny-cuda-nn's grid does not hold; use --pipeline.model.hash-backend kernel"
+            )
         contract = self.scene_contraction == "on"
         if not self.sampler_config().builds_blocks(contract):
             scene = "a capture (scene contraction on)" if contract else "an object scene"
@@ -214,6 +221,12 @@ class AccelNGPModelConfig(AccelModelConfig):
                 f"--pipeline.spatial-blocks {blocks}: the {self.sampler} sampler has no per-block form for {scene} "
                 f"yet; use --pipeline.model.sampler proposal"
             )
+
+    def blocks_keep_dense_levels(self) -> bool:
+        """Whether each block's hash grid is one model's lattice over the whole box, with one model's dense levels
+        and the hashed levels' rows shared out (object scenes in blocks, docs/spatial_blocks.md); a capture's blocks
+        grid the contracted region their cell maps into."""
+        return self.spatial_blocks > 1 and self.scene_contraction != "on"
 
     def sampler_config(self) -> SamplerConfig:
         """The options of the sampler chosen (after :meth:`resolve`)."""
@@ -272,6 +285,7 @@ class AccelNGPModel(AccelModel):
             log2_hashmap_size: int,
             region: Optional[Tensor] = None,
             shared_appearance: bool = False,
+            log2_dense_limit: Optional[int] = None,
         ) -> HashGridField:
             return HashGridField(
                 aabb=box,
@@ -280,6 +294,7 @@ class AccelNGPModel(AccelModel):
                 num_levels=cfg.num_levels,
                 max_res=cfg.max_res,
                 log2_hashmap_size=log2_hashmap_size,
+                log2_dense_limit=log2_dense_limit,
                 hidden_dim=cfg.hidden_dim,
                 hidden_dim_color=cfg.hidden_dim_color,
                 implementation=cfg.implementation,
@@ -308,8 +323,8 @@ class AccelNGPModel(AccelModel):
                     if contract:  # contracted around the scene box, the grid over the part its cell maps into
                         region = contracted_region(cells[block], aabb)
                         fields[block] = hash_grid_field(aabb, block_table, region, shared)
-                    else:
-                        fields[block] = hash_grid_field(cells[block], block_table, shared_appearance=shared)
+                    else:  # one model's lattice and dense levels; the block reads the vertices around its cell
+                        fields[block] = hash_grid_field(aabb, block_table, None, shared, cfg.log2_hashmap_size)
             self.field = BlockFields(fields, cells, appearance)
             samplers = cfg.sampler_config().setup_cells(scene, cells, held)
             self.sampler = BLOCK_SAMPLERS[cfg.sampler](

@@ -143,14 +143,15 @@ def hash_backend_unavailable_reason(backend: str, device_type: str) -> str:
     return reasons[backend](device_type) if backend in reasons else ""
 
 
-def resolve_hash_backend(requested: str, device_type: str) -> ResolvedHashBackend:
+def resolve_hash_backend(requested: str, device_type: str, tcnn_layout: bool = True) -> ResolvedHashBackend:
     """``auto`` -> ``tcnn``, else ``kernel``, else ``torch``, by what runs on ``device_type``; explicit
-    choices pass through (:func:`check_hash_backend` refuses one that cannot run)."""
+    choices pass through (:func:`check_hash_backend` refuses one that cannot run). ``tcnn_layout`` False: the
+    table's layout is not one tiny-cuda-nn builds (a block's, ``log2_dense_limit``), so ``auto`` skips ``tcnn``."""
     if requested not in ("auto", "torch", "kernel", "tcnn"):
         raise BackendUnavailable(f"unknown hash backend {requested!r}; choose auto, torch, kernel or tcnn")
     if requested != "auto":
         return requested  # type: ignore[return-value]
-    if not tcnn_encoding_unavailable_reason(device_type):
+    if tcnn_layout and not tcnn_encoding_unavailable_reason(device_type):
         return "tcnn"
     return "torch" if kernel_unavailable_reason(device_type) else "kernel"
 

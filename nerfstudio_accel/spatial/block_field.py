@@ -3,7 +3,8 @@
 Every call routes each point to the field of its cell (:func:`~nerfstudio_accel.spatial.cells.cell_of`) and puts
 the results back in the points' order, so a model, a density record or a sampler's grid update uses it as it
 uses one :class:`~nerfstudio_accel.fields.hash_grid_field.HashGridField`. Each cell's field holds its own hash
-grid over its cell (finer per unit of space than one grid over the whole box) and its own MLPs; the per-image
+table (one model's lattice over the whole box for an object scene, the contracted region of its cell for a
+capture; docs/spatial_blocks.md) and its own MLPs; the per-image
 appearance embedding (captures) is one, held here and shared by every cell's colour MLP, so an image's exposure is
 one vector wherever its rays go.
 

@@ -13,8 +13,9 @@ from nerfstudio_accel.kernels.hash_layout import HashGridLayout
 from nerfstudio_accel.ops import backends, hash_encoding
 
 LAYOUTS = {
-    # name: (levels, min_res, max_res, log2_hashmap_size, features)
+    # name: (levels, min_res, max_res, log2_hashmap_size, features[, log2_dense_limit])
     "ngp-16-levels": (16, 16, 2048, 14, 2),
+    "block-dense-levels": (6, 16, 256, 12, 2, 15),  # level 1 (28^3 vertices) dense above its 2^12 rows
     "all-dense": (3, 2, 12, 12, 2),
     "all-hashed": (2, 64, 512, 6, 2),
     "one-level-4-features": (1, 20, 20, 10, 4),
@@ -23,7 +24,8 @@ LAYOUTS = {
 
 
 def layout_of(name: str) -> HashGridLayout:
-    return HashGridLayout.from_resolutions(*LAYOUTS[name][:4], features_per_level=LAYOUTS[name][4])
+    levels, min_res, max_res, log2_size, features, *dense_limit = LAYOUTS[name]
+    return HashGridLayout.from_resolutions(levels, min_res, max_res, log2_size, features, *dense_limit)
 
 
 def probe_points(count: int, seed: int) -> torch.Tensor:
@@ -62,13 +64,16 @@ def assert_close_relative(actual: torch.Tensor, expected: torch.Tensor, toleranc
 
 @pytest.mark.parametrize("name", sorted(LAYOUTS))
 def test_layout_matches_tiny_cuda_nn_rules(name):
-    """Levels are dense while their grid fits, rows are a multiple of 8 capped at 2^log2, in one table."""
+    """Levels are dense while their grid fits, rows are a multiple of 8 capped at 2^log2, in one table; with a
+    dense limit, a level of at most 2^limit vertices is dense above the cap."""
     layout = layout_of(name)
     offsets = layout.level_offsets
+    limit = max(layout.log2_hashmap_size, layout.log2_dense_limit or 0)
     for level in range(layout.num_levels):
         resolution = layout.level_resolution(level)
         rows = offsets[level + 1] - offsets[level]
-        assert rows % 8 == 0 and rows <= 2**layout.log2_hashmap_size
+        assert rows % 8 == 0 and rows <= max(2**layout.log2_hashmap_size, -(-(resolution**3) // 8) * 8)
+        assert layout.level_is_dense(level) == (resolution**3 <= 2**limit)
         assert layout.level_is_dense(level) == (resolution**3 <= rows)
         assert resolution == int(torch.tensor(layout.level_scale(level)).ceil()) + 1
     assert layout.num_params == offsets[-1] * layout.features_per_level
@@ -94,6 +99,22 @@ def test_layouts_cover_dense_and_hashed_levels():
         name: {layout_of(name).level_is_dense(level) for level in range(layout_of(name).num_levels)} for name in LAYOUTS
     }
     assert kinds["all-dense"] == {True} and kinds["all-hashed"] == {False} and kinds["ngp-16-levels"] == {True, False}
+
+
+def test_a_dense_limit_keeps_the_larger_tables_dense_levels_and_the_smaller_tables_hashed_rows():
+    """A block's layout (2^14 rows, dense limit 2^15) against one model's (2^15): the same dense levels with the same
+    rows, every hashed level half the rows; without the limit, level 2 (31^3 vertices) would hash."""
+    one_model = HashGridLayout.from_resolutions(16, 16, 2048, 15)
+    block = HashGridLayout.from_resolutions(16, 16, 2048, 14, log2_dense_limit=15)
+    plain_block = HashGridLayout.from_resolutions(16, 16, 2048, 14)
+    for level in range(16):
+        assert block.level_is_dense(level) == one_model.level_is_dense(level)
+        expected = one_model.level_entries(level) if one_model.level_is_dense(level) else 2**14
+        assert block.level_entries(level) == expected
+    assert [one_model.level_is_dense(level) for level in range(4)] == [True, True, True, False]
+    assert plain_block.level_is_dense(2) is False
+    with pytest.raises(ValueError, match="log2_dense_limit"):
+        HashGridLayout.from_resolutions(4, 16, 128, 14, log2_dense_limit=13)
 
 
 @pytest.mark.parametrize("name", sorted(LAYOUTS))
@@ -167,6 +188,18 @@ def test_nan_points_encode_as_the_origin_and_stay_inside_the_table(backend):
     torch.testing.assert_close(values[0], values[1])
     values.sum().backward()
     assert torch.isfinite(encoding.table.grad).all() and torch.isfinite(points.grad).all()
+
+
+def test_checkpoint_of_another_grid_shape_is_refused_in_one_line():
+    """A table of another size (another layout) stops in one line rather than torch's size-mismatch trace, which
+    nerfstudio's loader would retry and raise again."""
+    encoding = MultiresHashEncoding(layout_of("block-dense-levels"))
+    smaller = MultiresHashEncoding(HashGridLayout.from_resolutions(6, 16, 256, 12, 2))
+    with pytest.raises(CheckpointError) as refused:
+        encoding.load_state_dict(smaller.state_dict())
+    message = str(refused.value)
+    assert "\n" not in message and str(smaller.table.numel()) in message and str(encoding.table.numel()) in message
+    encoding.load_state_dict(MultiresHashEncoding(layout_of("block-dense-levels")).state_dict())  # its own shape loads
 
 
 def test_checkpoint_in_nerfstudios_old_layout_is_refused_in_one_line():

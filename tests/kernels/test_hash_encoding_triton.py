@@ -14,8 +14,10 @@ import pytest
 from accel_test_helpers import TRITON_INTERPRETER_ENV
 
 LAYOUTS = {
-    # name: (levels, min_res, max_res, log2_hashmap_size, features), as in tests/encodings/test_hash_encoding.py
+    # name: (levels, min_res, max_res, log2_hashmap_size, features[, log2_dense_limit]), as in
+    # tests/encodings/test_hash_encoding.py
     "all-dense": (3, 2, 12, 12, 2),
+    "block-dense-levels": (6, 16, 256, 12, 2, 15),
     "all-hashed": (2, 64, 512, 6, 2),
     "one-level-4-features": (1, 20, 20, 10, 4),
 }
@@ -31,8 +33,8 @@ TRITON_INTERPRETER_CHECK = textwrap.dedent(
     from nerfstudio_accel.kernels.hash_layout import HashGridLayout
 
     report = {}
-    for name, (levels, min_res, max_res, log2_size, features) in json.loads(sys.argv[1]).items():
-        layout = HashGridLayout.from_resolutions(levels, min_res, max_res, log2_size, features_per_level=features)
+    for name, (levels, min_res, max_res, log2_size, features, *dense_limit) in json.loads(sys.argv[1]).items():
+        layout = HashGridLayout.from_resolutions(levels, min_res, max_res, log2_size, features, *dense_limit)
         generator = torch.Generator().manual_seed(5)
         points = torch.cat([torch.rand(200, 3, generator=generator), torch.tensor([[0.0, 0.0, 0.0], [1.0, 1.0, 1.0]])])
         table = torch.rand(layout.num_params, generator=generator) * 2 - 1

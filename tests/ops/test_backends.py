@@ -30,6 +30,7 @@ def test_backend_choice_by_device(monkeypatch):
     assert resolve_hash_backend("torch", "cpu") == "torch"
     monkeypatch.setattr(backends, "tcnn_encoding_unavailable_reason", lambda device_type: "")
     assert resolve_hash_backend("auto", "cuda") == "tcnn"
+    assert resolve_hash_backend("auto", "cuda", tcnn_layout=False) in ("kernel", "torch")  # a block's table
     with pytest.raises(ValueError, match="choose auto, torch, kernel or tcnn"):
         resolve_hash_backend("numba", "cpu")
 

@@ -81,9 +81,9 @@ def assert_trained_alike(split: dict, whole: dict) -> None:
     """A K-rank run's checkpoint ``split`` against a one-process run's ``whole``.
 
     Tolerance, from float reduction order (each block's part of a ray is summed on its rank and the blocks then
-    composited; optical depths summed in float64): networks and grids to 1e-6; a hash-table entry whose gradient is
-    near zero can take another Adam step when its rounding differs (at most the learning rate, 1e-2), so at most 1 in
-    10^4 entries may differ by more than 1e-5."""
+    composited; optical depths summed in float64): grids to 1e-6; a hash-table entry whose gradient is near zero can
+    take another Adam step when its rounding differs (at most the learning rate, 1e-2), so at most 1 in 10^4 entries
+    may differ by more than 1e-5; networks, which read those entries, to 1e-5 (measured 2.1e-6 at most)."""
     assert split["step"] == whole["step"]
     assert split["pipeline"].keys() == whole["pipeline"].keys()
     assert any(".field.fields.1." in name for name in split["pipeline"])
@@ -96,7 +96,7 @@ def assert_trained_alike(split: dict, whole: dict) -> None:
             differing = (got - value).abs() > 1e-5
             assert differing.float().mean() <= 1e-4 and (got - value).abs().max() <= 1e-2, name
         else:
-            torch.testing.assert_close(got, value, rtol=0.0, atol=1e-6, msg=name)
+            torch.testing.assert_close(got, value, rtol=0.0, atol=1e-6 if "occs" in name else 1e-5, msg=name)
     (group,) = whole["optimizers"]["fields"]["param_groups"]
     assert split["optimizers"]["fields"]["param_groups"][0]["params"] == group["params"]
     for index, state in whole["optimizers"]["fields"]["state"].items():

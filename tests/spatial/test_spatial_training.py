@@ -13,6 +13,8 @@ from nerfstudio.data.dataparsers.nerfstudio_dataparser import NerfstudioDataPars
 
 from accel_test_helpers import make_trainer, run_steps, train_run
 from nerfstudio_accel.errors import ConfigError
+from nerfstudio_accel.fields.hash_grid_field import HashGridField
+from nerfstudio_accel.models import accel_ngp as accel_ngp_model
 from nerfstudio_accel.scenes.unbounded_scene import UnboundedSceneSpec, generate_unbounded_scene
 from nerfstudio_accel.spatial.block_field import BlockFields
 from nerfstudio_accel.spatial.block_proposal_sampler import BlockProposalSampler
@@ -40,7 +42,14 @@ def test_two_blocks_train_with_mining_and_their_own_grid_updates(tiny_scene, tmp
     model = trainer.pipeline.model
     assert isinstance(model.field, BlockFields) and model.field.cells.shape == (2, 2, 3)
     one_model = trainer.config.pipeline.model.log2_hashmap_size
-    assert all(field.position_encoding.layout.log2_hashmap_size == one_model - 1 for field in model.field.field_list())
+    whole = HashGridField(model.scene_box.aabb, log2_hashmap_size=one_model).position_encoding.layout
+    for field in model.field.field_list():  # one model's lattice and dense levels, half its hashed rows
+        layout = field.position_encoding.layout
+        assert layout.log2_hashmap_size == one_model - 1 and torch.equal(field.aabb, model.scene_box.aabb)
+        for level in range(layout.num_levels):
+            assert layout.level_is_dense(level) == whole.level_is_dense(level)
+            rows = whole.level_entries(level) if whole.level_is_dense(level) else whole.level_entries(level) // 2
+            assert layout.level_entries(level) == rows
     assert trainer.pipeline.mines_hard_samples()
     tables = [field.position_encoding.table.detach().clone() for field in model.field.field_list()]
     losses = run_steps(trainer, 0, 6)
@@ -130,6 +139,16 @@ def test_blocks_on_ranks_that_cannot_work_stop_before_training(
             pipeline={"spatial_blocks": 2, **pipeline},
             **{"machine.num_devices": devices, **trainer},
         )
+
+
+def test_an_object_scenes_blocks_take_no_tiny_cuda_nn_grid(tiny_scene, tmp_path, monkeypatch):
+    """tiny-cuda-nn's grid cannot hold a block's table (one model's dense levels above a smaller hash table): auto
+    skips it, and asking for it stops in one line (its availability simulated: no CUDA here)."""
+    monkeypatch.setattr(accel_ngp_model, "check_hash_backend", lambda backend, device_type: None)
+    with pytest.raises(ConfigError, match="--pipeline.model.hash-backend kernel"):
+        make_trainer(tiny_scene, tmp_path, setup=False, pipeline={"spatial_blocks": 2}, model={"hash_backend": "tcnn"})
+    trainer = make_trainer(tiny_scene, tmp_path, setup=False, model={"hash_backend": "tcnn"})
+    assert trainer.config.pipeline.model.hash_backend == "tcnn"  # one model keeps it
 
 
 def test_blocks_on_as_many_ranks_resolve_without_mining_and_prefetching(tiny_scene, tmp_path):
