@@ -101,6 +101,11 @@ def check_resumable(
             f"{checkpoint} was trained with other model settings: {', '.join(flags[:4])}"
             f"{', ...' if len(flags) > 4 else ''}; resume with those flags (that run's config.yml has them all)"
         )
+    if all(".position_encoding.table of shape" in mismatch for mismatch in mismatches):
+        raise CheckpointError(
+            f"{checkpoint}'s hash tables have another layout than this version builds with the same flags (a split "
+            f"object scene trained before its blocks kept one model's lattice, docs/spatial_blocks.md); train it again"
+        )
     raise CheckpointError(
         f"{checkpoint} does not fit this model: {len(mismatches)} tensors differ ({', '.join(mismatches[:3])}"
         f"{', ...' if len(mismatches) > 3 else ''}); resume with the model flags of the run that saved it"

@@ -121,9 +121,7 @@ class HashGridField(nn.Module):
         self.grid_region: Optional[Tensor]
         self.register_buffer("grid_region", None if grid_region is None else grid_region.detach().clone().float())
         self.geo_feat_dim = geo_feat_dim
-        layout = HashGridLayout.from_resolutions(
-            num_levels, min_res, max_res, log2_hashmap_size, features_per_level, log2_dense_limit
-        )
+        layout = self.grid_layout(num_levels, max_res, log2_hashmap_size, log2_dense_limit, min_res, features_per_level)
         self.position_encoding = MultiresHashEncoding(layout, backend=hash_backend)
         self.level_weights: Optional[Tensor] = None
         """``(levels * features,)`` weights of the encoding's features (coarse-to-fine training), or None: all 1."""
@@ -146,6 +144,20 @@ class HashGridField(nn.Module):
             out_dim=3,
             activation=nn.ReLU(),
             implementation=implementation,
+        )
+
+    @staticmethod
+    def grid_layout(
+        num_levels: int,
+        max_res: int,
+        log2_hashmap_size: int,
+        log2_dense_limit: Optional[int] = None,
+        min_res: int = 16,
+        features_per_level: int = 2,
+    ) -> HashGridLayout:
+        """The hash grid's layout for these arguments (as the constructor's)."""
+        return HashGridLayout.from_resolutions(
+            num_levels, min_res, max_res, log2_hashmap_size, features_per_level, log2_dense_limit
         )
 
     def unit_positions(self, positions: Float[Tensor, "n 3"]) -> Float[Tensor, "n 3"]:

@@ -84,6 +84,11 @@ class HashGridLayout:
             return rows
         return min(rows, 2**self.log2_hashmap_size)
 
+    @property
+    def tcnn_builds(self) -> bool:
+        """Whether tiny-cuda-nn's ``HashGrid`` has this layout: no level dense above ``2**log2_hashmap_size`` rows."""
+        return all(self.level_entries(level) <= 2**self.log2_hashmap_size for level in range(self.num_levels))
+
     def level_is_dense(self, level: int) -> bool:
         """Whether ``level`` indexes its vertices directly (its whole grid fits in its rows)."""
         return self.level_resolution(level) ** 3 <= self.level_entries(level)

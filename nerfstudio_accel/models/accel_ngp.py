@@ -158,8 +158,9 @@ class AccelNGPModelConfig(AccelModelConfig):
     when tiny-cuda-nn imports, else torch. A tcnn checkpoint opens only where tiny-cuda-nn runs."""
     hash_backend: HashBackend = "auto"
     """Position encoding: fused no-compiler kernels (kernel: numba on CPU, Triton on CUDA), tiny-cuda-nn
-    (tcnn) or the pure-PyTorch reference (torch); auto: tcnn where it runs, else kernel where it runs,
-    else torch. All read one table layout, so checkpoints move between backends and devices."""
+    (tcnn) or the pure-PyTorch reference (torch); auto: tcnn where it runs (and builds the grid: not the blocks of
+    a split object scene whose dense levels outgrow their table), else kernel where it runs, else torch. All read
+    one table layout, so checkpoints move between backends and devices."""
 
     def _resolve(self, device_type: str, scene: SceneFacts) -> None:
         """Scene contraction from the scene (off for object scenes), what follows from it (sampler, appearance
@@ -184,10 +185,8 @@ class AccelNGPModelConfig(AccelModelConfig):
         if self.log2_hashmap_size is None:
             self.log2_hashmap_size = 19 if device_type == "cuda" else 15
         self.implementation = resolve_implementation(self.implementation, device_type)
-        if self.hash_backend == "auto":  # an object scene's block has a table tiny-cuda-nn does not build
-            self.hash_backend = resolve_hash_backend(
-                self.hash_backend, device_type, not self.blocks_keep_dense_levels()
-            )
+        if self.hash_backend == "auto":  # an object scene's block may have a table tiny-cuda-nn does not build
+            self.hash_backend = resolve_hash_backend(self.hash_backend, device_type, self.field_tcnn_builds())
             logger.info(
                 "accel-ngp: hash encoding backend %s on %s (--pipeline.model.hash-backend)",
                 self.hash_backend,
@@ -209,10 +208,11 @@ class AccelNGPModelConfig(AccelModelConfig):
                 f"--pipeline.spatial-blocks {blocks} with --pipeline.model.proposal.distortion-loss-mult "
                 f"{self.proposal.distortion_loss_mult}: the distortion loss over blocks is not built; set it to 0"
             )
-        if self.hash_backend == "tcnn" and self.blocks_keep_dense_levels():
+        if self.hash_backend == "tcnn" and not self.field_tcnn_builds():
             raise ConfigError(
                 f"--pipeline.spatial-blocks {blocks} with --pipeline.model.hash-backend tcnn: a block's hash table "
-                "keeps one model's dense levels, which tiny-cuda-nn's grid does not hold; use --pipeline.model.hash-backend kernel"
+                "keeps dense levels larger than its hash table, which tiny-cuda-nn's grid does not hold; use "
+                "--pipeline.model.hash-backend auto"
             )
         contract = self.scene_contraction == "on"
         if not self.sampler_config().builds_blocks(contract):
@@ -222,11 +222,24 @@ class AccelNGPModelConfig(AccelModelConfig):
                 f"yet; use --pipeline.model.sampler proposal"
             )
 
-    def blocks_keep_dense_levels(self) -> bool:
-        """Whether each block's hash grid is one model's lattice over the whole box, with one model's dense levels
-        and the hashed levels' rows shared out (object scenes in blocks, docs/spatial_blocks.md); a capture's blocks
-        grid the contracted region their cell maps into."""
-        return self.spatial_blocks > 1 and self.scene_contraction != "on"
+    def block_log2_hashmap_size(self) -> int:
+        """Each block's hash-table rows per hashed level, as a power of two: one model's shared out by
+        ``2^floor(log2 K)``."""
+        assert self.log2_hashmap_size is not None, "resolve() first"
+        return self.log2_hashmap_size - int(math.log2(self.spatial_blocks))
+
+    def field_tcnn_builds(self) -> bool:
+        """Whether tiny-cuda-nn builds the radiance field's hash grid: one model's and a capture's blocks' always; an
+        object scene's blocks keep one model's dense levels (docs/spatial_blocks.md), which tiny-cuda-nn holds only
+        where none is larger than a block's table (not with the CPU's 2^15 rows; with CUDA's 2^19 for 2 or 3
+        blocks)."""
+        if self.spatial_blocks == 1 or self.scene_contraction == "on":
+            return True
+        assert self.log2_hashmap_size is not None, "resolve() first"
+        layout = HashGridField.grid_layout(
+            self.num_levels, self.max_res, self.block_log2_hashmap_size(), self.log2_hashmap_size
+        )
+        return layout.tcnn_builds
 
     def sampler_config(self) -> SamplerConfig:
         """The options of the sampler chosen (after :meth:`resolve`)."""
@@ -278,7 +291,7 @@ class AccelNGPModel(AccelModel):
         check_implementation(cfg.implementation, device.type, "accel-ngp")
         contract = cfg.scene_contraction == "on"
         aabb = self.scene_box.aabb.float()
-        hash_backend = runnable_hash_backend(cfg.hash_backend, device.type)
+        hash_backend = runnable_hash_backend(cfg.hash_backend, device.type, cfg.field_tcnn_builds())
 
         def hash_grid_field(
             box: Float[Tensor, "2 3"],
@@ -312,7 +325,7 @@ class AccelNGPModel(AccelModel):
             cells = kd_cells(aabb, cfg.spatial_blocks)
             if contract:  # the outer cells reach out to all of space
                 cells = unbounded_cells(cells, aabb)
-            block_table = cfg.log2_hashmap_size - int(math.log2(cfg.spatial_blocks))
+            block_table = cfg.block_log2_hashmap_size()
             rank_block = block_ranks.own_block(cfg.spatial_blocks)
             held = range(cfg.spatial_blocks) if rank_block is None else [rank_block]
             appearance = appearance_embedding(self.num_train_data, cfg.appearance_embedding_dim or 0)

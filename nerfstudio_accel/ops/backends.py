@@ -166,13 +166,13 @@ def check_hash_backend(backend: str, device_type: str) -> None:
         )
 
 
-def runnable_hash_backend(backend: str, device_type: str) -> ResolvedHashBackend:
+def runnable_hash_backend(backend: str, device_type: str, tcnn_layout: bool = True) -> ResolvedHashBackend:
     """``backend`` when it runs on ``device_type``, else what ``auto`` picks there, with a warning: every
     backend reads the same table, so a model saved with one opens with another (ns-eval, the viewer)."""
     reason = hash_backend_unavailable_reason(backend, device_type)
     if not reason:
         return backend  # type: ignore[return-value]
-    fallback = resolve_hash_backend("auto", device_type)
+    fallback = resolve_hash_backend("auto", device_type, tcnn_layout)
     logger.warning(
         "hash backend %s cannot run on %s here (%s); encoding with %s instead", backend, device_type, reason, fallback
     )

@@ -54,8 +54,8 @@ class AccelPipelineConfig(DynamicBatchPipelineConfig):
     """Upper bound on the dynamic ray batch; default 2^16 on CUDA, 2^12 elsewhere."""
     spatial_blocks: int = 1
     """Spatial segmentation: cut the scene box into this many disjoint cells (a k-d split), each with its own field
-    (hash tables 2^-floor(log2 K) the size of one model's) and sampler, every ray composited front to back over the
-    cells it crosses; 1: one model (docs/spatial_blocks.md)."""
+    (hashed levels 2^-floor(log2 K) the rows of one model's) and sampler, every ray composited front to back over
+    the cells it crosses; 1: one model (docs/spatial_blocks.md)."""
     scene_path: tyro.conf.Suppress[Optional[str]] = None
     """Set by :meth:`resolve`: the scene folder's absolute path, for a later warm start (docs/warm_start.md)."""
     scene_fingerprint: tyro.conf.Suppress[Optional[str]] = None

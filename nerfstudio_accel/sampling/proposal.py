@@ -248,7 +248,7 @@ class ProposalSamplerConfig(SamplerConfig):
     ) -> Dict[int, Sampler]:
         """A proposal sampler per cell held (every cell by default), with its own proposal fields: over its cell (an
         object scene), or over the part of the contracted grid its cell maps into (a capture); their tables shared
-        out as the main field's are (each ``1 / 2^floor(log2 k)`` of the whole scene's), their initial weights
+        out (each ``1 / 2^floor(log2 k)`` of the whole scene's), their initial weights
         block ``k``'s alike on every rank. They clip no ray: the block sampler clips each to its cell."""
         assert self.num_samples is not None and self.samples_per_round is not None, "resolve() first"
         aabb, table = scene.aabb.float(), self.log2_hashmap_size - int(math.log2(cells.shape[0]))

@@ -113,6 +113,10 @@ def test_a_dense_limit_keeps_the_larger_tables_dense_levels_and_the_smaller_tabl
         assert block.level_entries(level) == expected
     assert [one_model.level_is_dense(level) for level in range(4)] == [True, True, True, False]
     assert plain_block.level_is_dense(2) is False
+    assert one_model.tcnn_builds and plain_block.tcnn_builds and not block.tcnn_builds
+    cuda_block = HashGridLayout.from_resolutions(16, 16, 2048, 18, log2_dense_limit=19)  # no level between the two
+    assert cuda_block.tcnn_builds and cuda_block == HashGridLayout.from_resolutions(16, 16, 2048, 18, 2, 19)
+    assert cuda_block.num_params == HashGridLayout.from_resolutions(16, 16, 2048, 18).num_params
     with pytest.raises(ValueError, match="log2_dense_limit"):
         HashGridLayout.from_resolutions(4, 16, 128, 14, log2_dense_limit=13)
 

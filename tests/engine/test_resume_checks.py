@@ -91,3 +91,21 @@ def test_a_block_count_is_named_by_its_pipeline_flag():
     saved, current = copy.deepcopy(accel_ngp.config.pipeline.model), copy.deepcopy(accel_ngp.config.pipeline.model)
     saved.spatial_blocks = 2
     assert model_flag_differences(saved, current) == ["--pipeline.spatial-blocks 2 (this run: 1)"]
+
+
+def test_a_split_run_whose_tables_have_another_layout_says_to_train_again(tiny_scene, tmp_path):
+    """A split object scene saved before its blocks kept one model's lattice (simulated: its block tables cut to
+    another size, the flags the same) stops in one line that says so, not by asking for flags it already has."""
+    source = train_run(tiny_scene, tmp_path / "a", 2, pipeline={"spatial_blocks": 2})
+    run = tmp_path / "old" / "run"
+    (run / "nerfstudio_models").mkdir(parents=True)
+    state = torch.load(next(source.checkpoint_dir.glob("step-*.ckpt")), map_location="cpu")
+    tables = [key for key in state["pipeline"] if key.endswith(".field.fields.0.position_encoding.table")]
+    assert tables, "the run holds block 0's table"
+    for key in state["pipeline"]:
+        if key.endswith(".position_encoding.table") and ".field.fields." in key:
+            state["pipeline"][key] = state["pipeline"][key][:-16]
+    torch.save(state, run / "nerfstudio_models" / "step-000000001.ckpt")
+    (run / "config.yml").write_text((source.checkpoint_dir.parent / "config.yml").read_text())
+    message = refusal(tiny_scene, tmp_path / "b", run / "nerfstudio_models", pipeline={"spatial_blocks": 2})
+    assert "another layout" in message and "train it again" in message

@@ -42,7 +42,8 @@ def test_two_blocks_train_with_mining_and_their_own_grid_updates(tiny_scene, tmp
     model = trainer.pipeline.model
     assert isinstance(model.field, BlockFields) and model.field.cells.shape == (2, 2, 3)
     one_model = trainer.config.pipeline.model.log2_hashmap_size
-    whole = HashGridField(model.scene_box.aabb, log2_hashmap_size=one_model).position_encoding.layout
+    config = trainer.config.pipeline.model
+    whole = HashGridField.grid_layout(config.num_levels, config.max_res, one_model)
     for field in model.field.field_list():  # one model's lattice and dense levels, half its hashed rows
         layout = field.position_encoding.layout
         assert layout.log2_hashmap_size == one_model - 1 and torch.equal(field.aabb, model.scene_box.aabb)
@@ -145,10 +146,13 @@ def test_an_object_scenes_blocks_take_no_tiny_cuda_nn_grid(tiny_scene, tmp_path,
     """tiny-cuda-nn's grid cannot hold a block's table (one model's dense levels above a smaller hash table): auto
     skips it, and asking for it stops in one line (its availability simulated: no CUDA here)."""
     monkeypatch.setattr(accel_ngp_model, "check_hash_backend", lambda backend, device_type: None)
-    with pytest.raises(ConfigError, match="--pipeline.model.hash-backend kernel"):
+    with pytest.raises(ConfigError, match="use --pipeline.model.hash-backend auto"):
         make_trainer(tiny_scene, tmp_path, setup=False, pipeline={"spatial_blocks": 2}, model={"hash_backend": "tcnn"})
     trainer = make_trainer(tiny_scene, tmp_path, setup=False, model={"hash_backend": "tcnn"})
     assert trainer.config.pipeline.model.hash_backend == "tcnn"  # one model keeps it
+    cuda_tables = {"hash_backend": "tcnn", "log2_hashmap_size": 19}  # no dense level outgrows a block's 2^18 rows
+    trainer = make_trainer(tiny_scene, tmp_path, setup=False, pipeline={"spatial_blocks": 2}, model=cuda_tables)
+    assert trainer.config.pipeline.model.hash_backend == "tcnn"
 
 
 def test_blocks_on_as_many_ranks_resolve_without_mining_and_prefetching(tiny_scene, tmp_path):
