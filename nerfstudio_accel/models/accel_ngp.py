@@ -233,8 +233,8 @@ class AccelNGPModelConfig(AccelModelConfig):
         object scene's blocks keep one model's dense levels (docs/spatial_blocks.md), which tiny-cuda-nn holds only
         where none is larger than a block's table (not with the CPU's 2^15 rows; with CUDA's 2^19 for 2 or 3
         blocks)."""
-        if self.spatial_blocks == 1 or self.scene_contraction == "on":
-            return True
+        if not 1 < self.spatial_blocks <= MAX_BLOCKS or self.scene_contraction == "on":
+            return True  # a count out of range is refused by check_spatial_blocks
         assert self.log2_hashmap_size is not None, "resolve() first"
         layout = HashGridField.grid_layout(
             self.num_levels, self.max_res, self.block_log2_hashmap_size(), self.log2_hashmap_size
