@@ -7,7 +7,6 @@ its scoring forward reuses the culling pass's density head, so scoring costs onl
 from __future__ import annotations
 
 import logging
-import math
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Literal, Optional, Tuple, Type, Union
 
@@ -61,7 +60,13 @@ from nerfstudio_accel.spatial.block_field import APPEARANCE_GROUP, BlockFields
 from nerfstudio_accel.spatial.block_proposal_sampler import BlockProposalSampler
 from nerfstudio_accel.spatial.block_sampler import BlockSampler
 from nerfstudio_accel.spatial.cell_samplers import CellSamplers
-from nerfstudio_accel.spatial.cells import MAX_BLOCKS, contracted_region, kd_cells, unbounded_cells
+from nerfstudio_accel.spatial.cells import (
+    MAX_BLOCKS,
+    block_table_log2,
+    contracted_region,
+    kd_cells,
+    unbounded_cells,
+)
 from nerfstudio_accel.step_phases import phase
 from nerfstudio_accel.viewer.finished_run import FinishedRunViewer
 
@@ -222,12 +227,6 @@ class AccelNGPModelConfig(AccelModelConfig):
                 f"yet; use --pipeline.model.sampler proposal"
             )
 
-    def block_log2_hashmap_size(self) -> int:
-        """Each block's hash-table rows per hashed level, as a power of two: one model's shared out by
-        ``2^floor(log2 K)``."""
-        assert self.log2_hashmap_size is not None, "resolve() first"
-        return self.log2_hashmap_size - int(math.log2(self.spatial_blocks))
-
     def field_tcnn_builds(self) -> bool:
         """Whether tiny-cuda-nn builds the radiance field's hash grid: one model's and a capture's blocks' always; an
         object scene's blocks keep one model's dense levels (docs/spatial_blocks.md), which tiny-cuda-nn holds only
@@ -236,9 +235,8 @@ class AccelNGPModelConfig(AccelModelConfig):
         if not 1 < self.spatial_blocks <= MAX_BLOCKS or self.scene_contraction == "on":
             return True  # a count out of range is refused by check_spatial_blocks
         assert self.log2_hashmap_size is not None, "resolve() first"
-        layout = HashGridField.grid_layout(
-            self.num_levels, self.max_res, self.block_log2_hashmap_size(), self.log2_hashmap_size
-        )
+        table = block_table_log2(self.log2_hashmap_size, self.spatial_blocks)
+        layout = HashGridField.grid_layout(self.num_levels, self.max_res, table, self.log2_hashmap_size)
         return layout.tcnn_builds
 
     def sampler_config(self) -> SamplerConfig:
@@ -325,7 +323,7 @@ class AccelNGPModel(AccelModel):
             cells = kd_cells(aabb, cfg.spatial_blocks)
             if contract:  # the outer cells reach out to all of space
                 cells = unbounded_cells(cells, aabb)
-            block_table = cfg.block_log2_hashmap_size()
+            block_table = block_table_log2(cfg.log2_hashmap_size, cfg.spatial_blocks)
             rank_block = block_ranks.own_block(cfg.spatial_blocks)
             held = range(cfg.spatial_blocks) if rank_block is None else [rank_block]
             appearance = appearance_embedding(self.num_train_data, cfg.appearance_embedding_dim or 0)

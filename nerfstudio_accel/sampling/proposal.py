@@ -16,7 +16,6 @@ training sampling, which the sampler keeps as nerfacc's ``PropNetEstimator`` kee
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Sequence, Tuple
 
@@ -32,7 +31,7 @@ from nerfstudio_accel.sampling.base import DensityFn, Sampler, SamplerConfig, Sa
 from nerfstudio_accel.sampling.packed import PackedSamples
 from nerfstudio_accel.sampling.proposal_ops import Spacing
 from nerfstudio_accel.spatial.block_ranks import block_initial_weights
-from nerfstudio_accel.spatial.cells import contracted_region
+from nerfstudio_accel.spatial.cells import block_table_log2, contracted_region
 from nerfstudio_accel.step_phases import phase
 
 
@@ -251,7 +250,7 @@ class ProposalSamplerConfig(SamplerConfig):
         out (each ``1 / 2^floor(log2 k)`` of the whole scene's), their initial weights
         block ``k``'s alike on every rank. They clip no ray: the block sampler clips each to its cell."""
         assert self.num_samples is not None and self.samples_per_round is not None, "resolve() first"
-        aabb, table = scene.aabb.float(), self.log2_hashmap_size - int(math.log2(cells.shape[0]))
+        aabb, table = scene.aabb.float(), block_table_log2(self.log2_hashmap_size, cells.shape[0])
         samplers: Dict[int, Sampler] = {}
         for k in range(cells.shape[0]) if held is None else held:
             cell = cells[k].to(aabb)

@@ -17,6 +17,13 @@ from torch import Tensor
 MAX_BLOCKS = 8
 """The most cells a scene is split into (a k-d split three levels deep)."""
 
+
+def block_table_log2(log2_hashmap_size: int, blocks: int) -> int:
+    """A block's hash-table rows per hashed level, as a power of two: one model's ``2**log2_hashmap_size`` shared out
+    by ``2**floor(log2 blocks)``."""
+    return log2_hashmap_size - (blocks.bit_length() - 1)
+
+
 UNBOUNDED_REACH = 1e6
 """How far, in world units, the outer cells of a contracted (unbounded) scene reach beyond the box: past any far
 plane, so every sample lies in a cell, and finite, so the slab test of a ray against a cell stays finite."""
