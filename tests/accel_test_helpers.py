@@ -4,6 +4,9 @@ on CPU as ns-train builds it, nerfstudio's training step with its callbacks, and
 from __future__ import annotations
 
 import copy
+import json
+import subprocess
+import sys
 from datetime import timedelta
 from pathlib import Path
 from typing import Any, Dict, Optional
@@ -172,3 +175,17 @@ def marching_scene(levels: int, seed: int, n_rays: int = 1500):
     near = 0.05 + 0.01 * torch.rand(n_rays, generator=generator)  # jittered like stratified marching
     far = torch.full((n_rays,), 1e3)
     return origins, directions, binaries, aabbs, near, far
+
+
+def run_step_benchmark(script: str, scene, tmp_path, *options: str):
+    """``benchmarks/<script>`` for 2 steps after 2 on ``scene``, occupancy sampler (and ``options``): its JSON
+    results and markdown."""
+    out = tmp_path / "results.json"
+    done = subprocess.run(
+        [sys.executable, f"benchmarks/{script}", "--data", str(scene), "--downscale", "1", "--samplers",
+         "occupancy", "--warmup", "2", "--steps", "2", "--json", str(out), "--markdown", str(tmp_path / "report.md"),
+         *options],
+        cwd=Path(__file__).resolve().parents[1], capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(out.read_text())["results"], (tmp_path / "report.md").read_text()

@@ -33,7 +33,7 @@ _ONE = np.float32(1.0)
 
 
 @numba.njit(inline="always")
-def _cell(point, scale):
+def lattice_cell(point, scale):
     """Lower vertex (int64) and fraction (float32) along one axis."""
     position = point * scale + _HALF
     lower = np.float32(math.floor(position))
@@ -41,7 +41,7 @@ def _cell(point, scale):
 
 
 @numba.njit(inline="always")
-def _corner_row(gx, gy, gz, resolution, entries, dense, prime_x, prime_y, prime_z):
+def corner_row(gx, gy, gz, resolution, entries, dense, prime_x, prime_y, prime_z):
     """Row of vertex ``(gx, gy, gz)`` within its level, modulo the level size (hashed levels hold a
     power of two rows, so the hash is masked; the uint32 products wrap under the mask)."""
     if dense:
@@ -78,15 +78,15 @@ def level_kernels(features: int) -> LevelKernels:
             scale, start, resolution, is_dense = scales[level], offsets[level], resolutions[level], dense[level]
             entries = offsets[level + 1] - start
             for i in range(points.shape[0]):
-                gx, fx = _cell(points[i, 0], scale)
-                gy, fy = _cell(points[i, 1], scale)
-                gz, fz = _cell(points[i, 2], scale)
+                gx, fx = lattice_cell(points[i, 0], scale)
+                gy, fy = lattice_cell(points[i, 1], scale)
+                gz, fz = lattice_cell(points[i, 2], scale)
                 for f in range(features):
                     out[i, level * features + f] = 0.0
                 for corner in range(8):
                     bx, by, bz = corner & 1, (corner >> 1) & 1, (corner >> 2) & 1
                     weight = _weight(bx, fx) * _weight(by, fy) * _weight(bz, fz)
-                    row = start + _corner_row(
+                    row = start + corner_row(
                         gx + bx, gy + by, gz + bz, resolution, entries, is_dense, prime_x, prime_y, prime_z
                     )
                     for f in range(features):
@@ -99,13 +99,13 @@ def level_kernels(features: int) -> LevelKernels:
             scale, start, resolution, is_dense = scales[level], offsets[level], resolutions[level], dense[level]
             entries = offsets[level + 1] - start
             for i in range(points.shape[0]):
-                gx, fx = _cell(points[i, 0], scale)
-                gy, fy = _cell(points[i, 1], scale)
-                gz, fz = _cell(points[i, 2], scale)
+                gx, fx = lattice_cell(points[i, 0], scale)
+                gy, fy = lattice_cell(points[i, 1], scale)
+                gz, fz = lattice_cell(points[i, 2], scale)
                 for corner in range(8):
                     bx, by, bz = corner & 1, (corner >> 1) & 1, (corner >> 2) & 1
                     weight = _weight(bx, fx) * _weight(by, fy) * _weight(bz, fz)
-                    row = start + _corner_row(
+                    row = start + corner_row(
                         gx + bx, gy + by, gz + bz, resolution, entries, is_dense, prime_x, prime_y, prime_z
                     )
                     for f in range(features):
@@ -118,14 +118,14 @@ def level_kernels(features: int) -> LevelKernels:
             scale, start, resolution, is_dense = scales[level], offsets[level], resolutions[level], dense[level]
             entries = offsets[level + 1] - start
             for i in range(points.shape[0]):
-                gx, fx = _cell(points[i, 0], scale)
-                gy, fy = _cell(points[i, 1], scale)
-                gz, fz = _cell(points[i, 2], scale)
+                gx, fx = lattice_cell(points[i, 0], scale)
+                gy, fy = lattice_cell(points[i, 1], scale)
+                gz, fz = lattice_cell(points[i, 2], scale)
                 dx, dy, dz = np.float32(0.0), np.float32(0.0), np.float32(0.0)
                 for corner in range(8):
                     bx, by, bz = corner & 1, (corner >> 1) & 1, (corner >> 2) & 1
                     wx, wy, wz = _weight(bx, fx), _weight(by, fy), _weight(bz, fz)
-                    row = start + _corner_row(
+                    row = start + corner_row(
                         gx + bx, gy + by, gz + bz, resolution, entries, is_dense, prime_x, prime_y, prime_z
                     )
                     along = np.float32(0.0)

@@ -5,13 +5,13 @@ reports, counts and memory only: never timings)."""
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+
+from accel_test_helpers import run_step_benchmark
 
 REPO = Path(__file__).resolve().parents[2]
 SCRIPTS = ["benchmarks/gpu_report.sh", "benchmarks/gpu_lego.sh"]
@@ -42,20 +42,6 @@ def test_gpu_scripts_refuse_an_unknown_part(script, tmp_path):
     )
     assert done.returncode == 2 and "usage" in done.stderr
     assert not any(tmp_path.iterdir())  # refused before installing anything
-
-
-def run_step_benchmark(script: str, scene, tmp_path, *options: str):
-    """``benchmarks/<script>`` for 2 steps after 2 on ``scene``, occupancy sampler (and ``options``): its JSON
-    results and markdown."""
-    out = tmp_path / "results.json"
-    done = subprocess.run(
-        [sys.executable, f"benchmarks/{script}", "--data", str(scene), "--downscale", "1", "--samplers",
-         "occupancy", "--warmup", "2", "--steps", "2", "--json", str(out), "--markdown", str(tmp_path / "report.md"),
-         *options],
-        cwd=REPO, capture_output=True, text=True, timeout=600,
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr[-3000:]
-    return json.loads(out.read_text())["results"], (tmp_path / "report.md").read_text()
 
 
 def test_step_ops_counts_operators_and_syncs_of_a_training_step(tiny_scene, tmp_path):
