@@ -4,31 +4,34 @@ that work, the time it takes, and the ratio.
     python benchmarks/roofline.py [--data ../shared/data/lego] [--downscale 4] [--device cpu] [--warmup 300]
         [--steps 48] [--rate-repeats 5] [--markdown FILE] [--json FILE] [-- ns-train flags...]
 
-Three parts, all on the occupancy sampler (object scenes):
+Three parts, on the CPU and the occupancy sampler (object scenes) only:
 
-1. **This machine's rates**, each the best of ``--rate-repeats`` runs on every core torch and numba use. Reads
-   of the hash grid's table (laid out as the model's, levels split over threads as the numba kernels do): the
-   8 corner rows of each point's cell at every level, found as the kernels find them but with no weights and
-   no output, for the candidates the trained grid marches on one training batch (in ray order, as the culling
-   pass reads them) and for uniform random points (the grid update's); the same corners read, added to and
-   written back (the table gradient's scatter); and, for reference, rows read at random. Random reads from a
-   table the size of the occupancy grid (marching); a linear layer at each MLP layer's shape and at 1024 x 1024
-   (the FLOP floor takes the best of them: a slow shape could be padded to a fast one); streamed copy bandwidth
-   (bytes read plus bytes written).
-2. **The step's work**, counted from the model's real shapes over ``--steps`` steps after ``--warmup``: rays,
-   marched candidates, densities evaluated, samples kept, samples in the graph (fewer with hard mining), grid
-   update points, lattice steps marched, parameters.
+1. **This machine's rates**, each the best of ``--rate-repeats`` back-to-back runs on every numba thread (work cut
+   by level, as the hash kernels cut it) or every torch thread. Reads of the hash grid's table (laid out as the
+   model's, filled): the 8 corner rows of each point's cell at every level, found as the kernels find them but
+   with no weights and no output, for the candidates the trained grid marches on one training batch (in ray
+   order, as the culling pass reads them) and for uniform random points (the grid update's); the same corners
+   read, added to and written back (the table gradient's scatter); and, for reference, rows read at random.
+   Random reads from a table the size of the occupancy grid, cut into one slice per thread (marching); a linear
+   layer at each MLP layer's shape and at 1024 x 1024 (the FLOP floor takes the best of them: a slow shape could
+   be padded to a fast one); streamed copy bandwidth (bytes read plus bytes written).
+2. **The step's work**, counted from the model's real shapes over ``--steps`` steps after ``--warmup`` (the
+   counting between steps is not timed): rays, marched candidates, densities evaluated, samples kept, samples in
+   the graph (fewer with hard mining), grid update points (every cell during the grid's warm-up), lattice steps
+   marched, parameters.
 3. **Per phase** (the phases of ``benchmarks/step_profile.py``, timed in the same steps): a floor, the largest
    of the phase's reads / read rate, FLOPs / matmul rate and bytes / bandwidth, and measured / floor.
 
-What each phase is charged (per step): marching: one grid read per lattice step, 16 bytes written per
-candidate; culling density pass: ``levels x 8`` corner reads (marched points) and the density MLP per evaluated
-point, its encoding written; grid update: the same per update point (uniform points); scoring forward: the
-colour MLP per kept sample; graph forward: both MLPs per graph sample (its encodings come from the culling
-pass); backward: twice the forward FLOPs and ``levels x 8`` corner adds per graph sample; optimizer: Adam's 28
-bytes per parameter (parameter, gradient and two moments read, three written); the render phases: 64 bytes per
-kept sample. Ray batch and ``other`` have no floor. A floor leaves out what a phase does besides its main work
-(trilinear weights, activations, scans, copies): it is a bound, not a forecast. Timings, so never a test assert.
+What each phase is charged (per step): marching: one grid read per lattice step (the marcher reads each twice, a
+count pass and a fill pass; one pass would do) and 16 bytes written per candidate; culling density pass:
+``levels x 8`` corner reads (marched points) and the density MLP per evaluated point, its encoding written; grid
+update: the same per update point (uniform points); scoring forward: the colour MLP per kept sample; graph
+forward: both MLPs per graph sample (its encodings come from the culling pass where the hash backend reuses them,
+else ``levels x 8`` corner reads more); backward: twice the forward FLOPs and ``levels x 8`` corner adds per graph
+sample; optimizer: Adam's 28 bytes per parameter (parameter, gradient and two moments read, three written); the
+render phases: 64 bytes per kept sample; importance and selection: 16 bytes per kept sample. Ray batch and
+``other`` have no floor. A floor leaves out what a phase does besides its main work (trilinear weights,
+activations, scans, copies): it is a bound, not a forecast. Timings, so never a test assert.
 """
 
 from __future__ import annotations
@@ -136,13 +139,19 @@ def read_rate(rows_per_level: Sequence[int], width: int, dtype, repeats: int, re
     return reads_per_level * len(rows_per_level) / seconds
 
 
+def thread_slices(rows: int) -> List[int]:
+    """``rows`` cut into one slice per numba thread (a single-level grid would otherwise be read by one)."""
+    threads = numba.get_num_threads()
+    return [rows // threads + (1 if index < rows % threads else 0) for index in range(threads)]
+
+
 def corner_rate(layout, points: torch.Tensor, repeats: int, add: bool = False) -> float:
     """Corner rows read (or read, added to and written, ``add``) per second for ``points (n, 3)`` in [0, 1] in a
     float32 table with ``layout``: the hash grid's reads with their own locality (corners sharing cache lines,
     neighbouring points sharing cells), without the arithmetic around them."""
     levels = layout.level_tensors(torch.device("cpu"))
     arrays = (levels.scales.numpy(), levels.resolutions.numpy(), levels.offsets.numpy(), levels.dense.numpy())
-    table = np.zeros((int(arrays[2][-1]), layout.features_per_level), dtype=np.float32)
+    table = np.ones((int(arrays[2][-1]), layout.features_per_level), dtype=np.float32)  # written: no shared zero page
     primes = np.array(HASH_PRIMES, dtype=np.int64)
     positions = points.float().contiguous().numpy()
     sums = np.zeros(layout.num_levels, dtype=np.float32)
@@ -193,10 +202,12 @@ def marched_batch(trainer, rays: int = 4096) -> Tuple[float, torch.Tensor]:
     return float(length) / sampler.marching.render_step_size / origins.shape[0], points
 
 
-def update_points(sampler) -> int:
-    """Points the next grid update after the warm-up evaluates: a random quarter of each level's cells and as
-    many occupied ones at most."""
+def update_points(sampler, step: int) -> int:
+    """Points the grid update at ``step`` evaluates: every cell during the warm-up, then a random quarter of each
+    level's cells and as many occupied ones at most (:meth:`OccupancySampler.update`)."""
     cells = sampler.grid.cells_per_lvl
+    if step < sampler.grid_update.warmup_steps:
+        return sampler.grid.levels * cells
     occupied = sampler.grid.binaries.reshape(sampler.grid.levels, -1).sum(dim=1)
     return int(sum(cells // 4 + min(int(count), cells // 4) for count in occupied))
 
@@ -219,25 +230,26 @@ def stolen_share(before: Optional[Tuple[int, int]], after: Optional[Tuple[int, i
 
 
 def timed_steps(trainer, first_step: int, steps: int, device: str) -> Tuple[Dict[str, float], Dict[str, float]]:
-    """Milliseconds per step of each phase, and the mean counts of a step: rays, candidates, evaluated, kept,
-    graph samples and grid update points."""
+    """Milliseconds per step of each phase (the counting between steps is not timed), the mean counts of a step
+    (rays, candidates, evaluated, kept, graph samples, grid-update points) and the grid updates made."""
     model = trainer.pipeline.model
     sampler = model.sampler
     totals: Dict[str, float] = {"rays": 0, "candidates": 0, "evaluated": 0, "kept": 0, "graph": 0, "update": 0}
     clock = PhaseClock(device)
-    every = sampler.grid_update.every_n_steps
-    with clock.running():
-        for step in range(first_step, first_step + steps):
-            if step % every == 0:
-                totals["update"] += update_points(sampler)
+    every, updates = sampler.grid_update.every_n_steps, 0
+    for step in range(first_step, first_step + steps):
+        if step % every == 0:
+            totals["update"] += update_points(sampler, step)
+            updates += 1
+        with clock.running():
             _, _, metrics = training_step(trainer, step)
-            figures = sampler.figures()
-            totals["rays"] += float(metrics["num_rays_per_batch"])
-            for name in ("candidates", "evaluated", "kept"):
-                totals[name] += figures[name]
-            totals["graph"] += float(metrics.get("hard_mining_b", figures["kept"]))
+        figures = sampler.figures()
+        totals["rays"] += float(metrics["num_rays_per_batch"])
+        for name in ("candidates", "evaluated", "kept"):
+            totals[name] += figures[name]
+        totals["graph"] += float(metrics.get("hard_mining_b", figures["kept"]))
     phases = {name: 1000.0 * seconds / steps for name, seconds in clock.seconds.items()}
-    return phases, {name: value / steps for name, value in totals.items()}
+    return phases, {**{name: value / steps for name, value in totals.items()}, "updates": updates}
 
 
 # --- 3. floors -----------------------------------------------------------------------------------------------
@@ -250,12 +262,17 @@ def mlp_seconds(shapes: Sequence[Tuple[int, int]], points: float, rates: Dict[st
 
 
 def phase_floors(
-    work: Dict[str, float], rates: Dict[str, float], shapes: Dict[str, List[Tuple[int, int]]], levels: int
+    work: Dict[str, float],
+    rates: Dict[str, float],
+    shapes: Dict[str, List[Tuple[int, int]]],
+    layout,
+    graph_encodes: bool,
 ):
-    """Per phase ``{"reads": s, "flops": s, "bytes": s}``: the seconds each resource needs for the phase's work."""
-    reads = READS_PER_POINT_LEVEL * levels
+    """Per phase ``{"reads": s, "flops": s, "bytes": s}``: the seconds each resource needs for the phase's work
+    (``graph_encodes``: the graph forward encodes its samples again, the culling pass's encodings not reused)."""
+    reads = READS_PER_POINT_LEVEL * layout.num_levels
     density, color = shapes["density"], shapes["color"]
-    encoding_bytes = 4 * levels * 2
+    encoding_bytes = 4 * layout.num_levels * layout.features_per_level
 
     def per(points: float, pattern: str) -> Dict[str, float]:  # an encoded point through the density MLP
         return {
@@ -277,7 +294,10 @@ def phase_floors(
         "scoring forward": {"flops": mlp_seconds(color, work["kept"], rates)},
         "render and output gradients": {"bytes": work["kept"] * RENDER_BYTES_PER_SAMPLE / rates["bandwidth"]},
         "importance and selection": {"bytes": work["kept"] * 16 / rates["bandwidth"]},
-        "graph forward": {"flops": mlp_seconds(density + color, graph, rates)},
+        "graph forward": {
+            "flops": mlp_seconds(density + color, graph, rates),
+            **({"reads": graph * reads / rates["corner reads, marched"]} if graph_encodes else {}),
+        },
         "render and loss": {"bytes": work["kept"] * RENDER_BYTES_PER_SAMPLE / rates["bandwidth"]},
         "backward": {
             "flops": 2.0 * mlp_seconds(density + color, graph, rates),
@@ -298,7 +318,7 @@ def machine_rates(trainer, shapes: Dict[str, List[Tuple[int, int]]], marched, ro
         "corner reads, marched": corner_rate(layout, marched, repeats),
         "corner adds, marched": corner_rate(layout, marched, repeats, add=True),
         "corner reads, uniform": corner_rate(layout, torch.rand(marched.shape[0], 3), repeats),
-        "grid reads": read_rate([grid.cells_per_lvl] * grid.levels, 1, np.uint8, repeats),
+        "grid reads": read_rate(thread_slices(grid.cells_per_lvl * grid.levels), 1, np.uint8, repeats),
         "bandwidth": copy_bandwidth(repeats),
         "peak matmul": matmul_rate(1024, 1024, 1024, repeats),
     }
@@ -317,16 +337,16 @@ def roofline(trainer, args) -> Dict[str, object]:
     phases, counts = timed_steps(trainer, args.warmup, args.steps, args.device)
     stolen = stolen_share(ticks, cpu_ticks())
     steps_per_ray, marched = marched_batch(trainer)
-    every = model.sampler.grid_update.every_n_steps
+    trainer.pipeline.datamanager.close()  # its producer thread would run beside the rates' measurements
     work = {
         **counts,
         "lattice_steps": steps_per_ray * counts["rays"],
         "parameters": sum(p.numel() for group in model.get_param_groups().values() for p in group),
-        "update_every": every,
+        "update_points_per_update": counts["update"] * args.steps / counts["updates"] if counts["updates"] else 0.0,
     }
     rows = int(2 ** round(math.log2(max(counts["evaluated"], 1))))
     rates = machine_rates(trainer, shapes, marched, rows, args.rate_repeats)
-    floors = phase_floors(work, rates, shapes, field.position_encoding.layout.num_levels)
+    floors = phase_floors(work, rates, shapes, field.position_encoding.layout, not field.reuses_encodings)
     table = {}
     for name in PHASE_ORDER:
         if name not in phases:
@@ -339,7 +359,15 @@ def roofline(trainer, args) -> Dict[str, object]:
             "bound_by": max(bound, key=bound.get) if bound else None,
             "resources_ms": {kind: 1000.0 * seconds for kind, seconds in bound.items()},
         }
-    return {"rates": rates, "work": work, "shapes": shapes, "phases": table, "stolen_share": stolen}
+    layout = field.position_encoding.layout
+    return {
+        "rates": rates,
+        "work": work,
+        "shapes": shapes,
+        "levels": layout.num_levels,
+        "phases": table,
+        "stolen_share": stolen,
+    }
 
 
 # --- report --------------------------------------------------------------------------------------------------
@@ -380,7 +408,7 @@ def markdown(result: Dict[str, object], command: str, device: str) -> str:
         "grid update points per update | parameters | evaluated per kept |",
         "|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
         f"| {work['rays']:.0f} | {work['lattice_steps']:.0f} | {work['candidates']:.0f} | {work['evaluated']:.0f} | "
-        f"{work['kept']:.0f} | {work['graph']:.0f} | {work['update'] * work['update_every']:.0f} | "
+        f"{work['kept']:.0f} | {work['graph']:.0f} | {work['update_points_per_update']:.0f} | "
         f"{work['parameters']:.0f} | {work['evaluated'] / kept:.2f} |",
         "",
         "Per phase, ms per step (floor: the largest resource time; x: measured / floor):",
@@ -411,11 +439,16 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     def options(parser):
         parser.add_argument("--rate-repeats", type=int, default=5, help="runs of each rate benchmark (best kept)")
 
-    args, flags, command = step_arguments(argv, "roofline.py", description, 48, "steps timed", options)
+    args, flags, command = step_arguments(
+        argv, "roofline.py", description, 48, "steps timed", options, samplers=("occupancy",)
+    )
+    if args.device != "cpu" or args.samplers != ["occupancy"]:
+        sys.exit(
+            "roofline.py: the rates are a CPU's and the work is the occupancy sampler's: use --device cpu and --samplers occupancy"
+        )
     with tempfile.TemporaryDirectory() as output_dir:
         trainer = warmed_up_trainer(args, "occupancy", flags, Path(output_dir))
         result = roofline(trainer, args)
-        trainer.pipeline.datamanager.close()
     step = sum(row["measured_ms"] for row in result["phases"].values())
     print(f"roofline: {step:.1f} ms/step measured", file=sys.stderr)
     write_report(markdown(result, command, args.device), result, command, args)

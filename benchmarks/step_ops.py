@@ -223,16 +223,17 @@ def step_arguments(
     steps: int,
     steps_help: str,
     more_options: Optional[Callable[[argparse.ArgumentParser], None]] = None,
+    samplers: Sequence[str] = ("occupancy", "proposal"),
 ) -> Tuple[argparse.Namespace, List[str], str]:
-    """The options of a per-step benchmark (``script``; ``more_options`` adds its own), the ns-train flags
-    after ``--``, and the command."""
+    """The options of a per-step benchmark (``script``; ``more_options`` adds its own; ``samplers``: the default of
+    ``--samplers``), the ns-train flags after ``--``, and the command."""
     argv = list(sys.argv[1:] if argv is None else argv)
     flags = argv[argv.index("--") + 1 :] if "--" in argv else []
     own = argv[: argv.index("--")] if "--" in argv else argv
     parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--data", type=Path, default=Path("../shared/data/lego"))
     parser.add_argument("--downscale", type=float, default=4.0, help="image downscale (4: lego at 100x100)")
-    parser.add_argument("--samplers", nargs="+", default=["occupancy", "proposal"])
+    parser.add_argument("--samplers", nargs="+", default=list(samplers))
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--warmup", type=int, default=300, help="steps trained before measuring")
     parser.add_argument("--steps", type=int, default=steps, help=steps_help)

@@ -3,6 +3,7 @@ each phase the work counted in the same steps (counts and their arithmetic only:
 
 from __future__ import annotations
 
+import subprocess
 import sys
 from pathlib import Path
 
@@ -41,10 +42,13 @@ def test_corner_adds_land_in_their_own_level_and_count_every_corner():
 
 
 def test_roofline_charges_each_phase_the_work_of_its_steps(tiny_scene, tmp_path):
-    result, report = run_step_benchmark("roofline.py", tiny_scene, tmp_path, "--rate-repeats", "1")
+    # a grid update at step 2, still in the grid's warm-up: every cell of the 64^3 CPU grid is evaluated
+    flags = ("--rate-repeats", "1", "--", "--pipeline.model.occupancy.update-every", "2")
+    result, report = run_step_benchmark("roofline.py", tiny_scene, tmp_path, *flags)
     work, rates, phases = result["work"], result["rates"], result["phases"]
-    assert 0 < work["graph"] <= work["kept"] <= work["evaluated"] <= work["candidates"] <= work["lattice_steps"]
-    levels = 16
+    assert 0 < work["graph"] <= work["kept"] <= work["evaluated"] <= work["candidates"] and work["lattice_steps"] > 0
+    assert work["update_points_per_update"] == 64**3 and work["update"] == 64**3 / 2  # one update in 2 steps
+    levels = result["levels"]
     culling = phases["culling density pass"]["resources_ms"]
     assert culling["reads"] == pytest.approx(1000 * work["evaluated"] * levels * 8 / rates["corner reads, marched"])
     density_flops = sum(2 * k * m for k, m in result["shapes"]["density"])
@@ -55,3 +59,16 @@ def test_roofline_charges_each_phase_the_work_of_its_steps(tiny_scene, tmp_path)
     for row in phases.values():
         assert row["floor_ms"] is None or row["floor_ms"] == pytest.approx(max(row["resources_ms"].values()))
     assert "| culling density pass |" in report and "| **step** |" in report
+    assert (
+        "grid reads" not in phases["graph forward"]["resources_ms"]
+        and "reads" not in phases["graph forward"]["resources_ms"]
+    )
+
+
+def test_roofline_refuses_another_device_or_sampler(tiny_scene):
+    for option in (["--device", "cuda"], ["--samplers", "proposal"]):
+        done = subprocess.run(
+            [sys.executable, "benchmarks/roofline.py", "--data", str(tiny_scene), *option],
+            cwd=Path(__file__).resolve().parents[2], capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+        assert done.returncode == 1 and "use --device cpu and --samplers occupancy" in done.stderr
