@@ -346,7 +346,8 @@ def roofline(trainer, args) -> Dict[str, object]:
     }
     rows = int(2 ** round(math.log2(max(counts["evaluated"], 1))))
     rates = machine_rates(trainer, shapes, marched, rows, args.rate_repeats)
-    floors = phase_floors(work, rates, shapes, field.position_encoding.layout, not field.reuses_encodings)
+    layout = field.position_encoding.layout
+    floors = phase_floors(work, rates, shapes, layout, not field.reuses_encodings)
     table = {}
     for name in PHASE_ORDER:
         if name not in phases:
@@ -359,7 +360,6 @@ def roofline(trainer, args) -> Dict[str, object]:
             "bound_by": max(bound, key=bound.get) if bound else None,
             "resources_ms": {kind: 1000.0 * seconds for kind, seconds in bound.items()},
         }
-    layout = field.position_encoding.layout
     return {
         "rates": rates,
         "work": work,
