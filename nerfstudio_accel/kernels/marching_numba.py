@@ -2,8 +2,9 @@
 
 The torch twin (:func:`nerfstudio_accel.ops._torch_impl.traverse_occupancy_grid`) materialises
 every lattice step of every ray as tensors (ray ids, ``t``, points, cell ids) before it filters them.
-Here each thread walks its rays step by step in registers and writes only the samples kept, in two
-passes (count, then fill at each ray's offset). The per-ray ranges come from the same torch code and
+Here each thread walks its rays in registers and writes only the samples kept, in two passes (count, then fill
+at each ray's offset). On a uniform lattice, each cell of the finest level is crossed in one go: the steps in it
+are all kept or all skipped (:func:`_last_step_in_cell` proves which steps share a cell). The per-ray ranges come from the same torch code and
 every per-step value uses the same float32 arithmetic: uniform steps are bit-identical to the torch
 twin's; geometric (cone-angle) steps may differ by an ulp of ``pow``, which can move a sample whose
 midpoint sits exactly on a cell or range boundary (the parity tests compare them).
@@ -12,7 +13,7 @@ midpoint sits exactly on a cell or range boundary (the parity tests compare them
 from __future__ import annotations
 
 import math
-from typing import Tuple
+from typing import Optional, Tuple
 
 import numba
 import numpy as np
@@ -48,17 +49,19 @@ def _step_start(k, near, step, cone, growth, n_uniform):
 
 
 @numba.njit(inline="always")
-def _kept_step(ray, k, origins, directions, near, t_min, t_max, binaries, aabbs, scalars):
-    """``(t_start, dt, kept)`` of step ``k`` of ``ray``: midpoint in range and in an occupied cell."""
+def _step_cell(ray, k, origins, directions, near, t_min, t_max, aabbs, resolution, scalars):
+    """``(t_start, dt, level, i, j, m)`` of step ``k`` of ``ray``: the first level whose box holds its midpoint
+    and the cell there; level -1 when the midpoint is out of range or outside every box."""
     step, cone, growth, t_switch = scalars[0], scalars[1], scalars[2], scalars[3]
     n_uniform = _uniform_steps(near[ray], step, cone, t_switch)
     t_start, dt = _step_start(k, near[ray], step, cone, growth, n_uniform)
     t_mid = t_start + _HALF * dt
     if not (t_mid >= t_min[ray] and t_mid < t_max[ray]):
-        return t_start, dt, False
+        return t_start, dt, -1, 0, 0, 0
     x = origins[ray, 0] + directions[ray, 0] * t_mid
     y = origins[ray, 1] + directions[ray, 1] * t_mid
     z = origins[ray, 2] + directions[ray, 2] * t_mid
+    rx, ry, rz = resolution[0], resolution[1], resolution[2]
     for level in range(aabbs.shape[0]):
         lo_x, lo_y, lo_z, hi_x, hi_y, hi_z = (
             aabbs[level, 0],
@@ -69,24 +72,120 @@ def _kept_step(ray, k, origins, directions, near, t_min, t_max, binaries, aabbs,
             aabbs[level, 5],
         )
         if lo_x <= x <= hi_x and lo_y <= y <= hi_y and lo_z <= z <= hi_z:
-            rx, ry, rz = binaries.shape[1], binaries.shape[2], binaries.shape[3]
             i = min(max(int((x - lo_x) / (hi_x - lo_x) * np.float32(rx)), 0), rx - 1)
             j = min(max(int((y - lo_y) / (hi_y - lo_y) * np.float32(ry)), 0), ry - 1)
             m = min(max(int((z - lo_z) / (hi_z - lo_z) * np.float32(rz)), 0), rz - 1)
-            return t_start, dt, binaries[level, i, j, m]
-    return t_start, dt, False
+            return t_start, dt, level, i, j, m
+    return t_start, dt, -1, 0, 0, 0
+
+
+@numba.njit(inline="always")
+def _time_to_face(origin, direction, low, high, index, cells):
+    """When a ray along one axis reaches the face of cell ``index`` (of ``cells`` over ``[low, high]``) that it
+    moves towards; infinity when it does not move along this axis."""
+    if direction == _ZERO:
+        return math.inf
+    face = index + 1 if direction > _ZERO else index
+    return (low + (high - low) * face / cells - origin) / direction
+
+
+@numba.njit(inline="always")
+def _last_step_in_cell(
+    ray, local, count, k_first, cell, origins, directions, near, t_min, t_max, aabbs, resolution, scalars
+):
+    """The last step (local index, at least ``local``) of ``ray`` proven to lie in the level-0 cell
+    ``cell = (i, j, m)`` that holds step ``local``'s midpoint, on a uniform lattice.
+
+    The estimate from where the ray leaves the cell is checked with the marcher's own arithmetic. Every float
+    operation from ``k`` to the range test and the cell index is monotonic along a ray, and level 0's box is
+    convex, so when two steps are in that cell and in range, every step between them is too. ``local`` itself
+    where unproven."""
+    i, j, m = cell
+    t_exit = min(
+        _time_to_face(origins[ray, 0], directions[ray, 0], aabbs[0, 0], aabbs[0, 3], i, resolution[0]),
+        _time_to_face(origins[ray, 1], directions[ray, 1], aabbs[0, 1], aabbs[0, 4], j, resolution[1]),
+        _time_to_face(origins[ray, 2], directions[ray, 2], aabbs[0, 2], aabbs[0, 5], m, resolution[2]),
+    )
+    estimate = (t_exit - near[ray]) / scalars[0] - 0.5 - k_first[ray]
+    last = math.floor(estimate) if estimate < count - 1.0 else count - 1  # also where it is infinite or NaN
+    for candidate in (last, last - 1):
+        if candidate <= local:
+            break
+        _, _, level, ci, cj, cm = _step_cell(
+            ray,
+            k_first[ray] + np.float32(candidate),
+            origins,
+            directions,
+            near,
+            t_min,
+            t_max,
+            aabbs,
+            resolution,
+            scalars,
+        )
+        if level == 0 and ci == i and cj == j and cm == m:
+            return candidate
+    return local
+
+
+@numba.njit(inline="always")
+def _run_from(
+    ray, local, origins, directions, near, t_min, t_max, k_first, counts, binaries, aabbs, resolution, scalars
+):
+    """``(last, kept, t_start, dt)``: steps ``local`` to ``last`` of ``ray`` share step ``local``'s cell (a whole
+    empty or occupied level-0 cell of a uniform lattice in one go, else one step), ``kept`` whether they are kept
+    (midpoints in range and in an occupied cell), and step ``local``'s start and length."""
+    t_start, dt, level, i, j, m = _step_cell(
+        ray, k_first[ray] + np.float32(local), origins, directions, near, t_min, t_max, aabbs, resolution, scalars
+    )
+    kept = level >= 0 and binaries[level, i, j, m]
+    last = local
+    if level == 0 and scalars[1] <= _ZERO:
+        last = _last_step_in_cell(
+            ray,
+            local,
+            counts[ray],
+            k_first,
+            (i, j, m),
+            origins,
+            directions,
+            near,
+            t_min,
+            t_max,
+            aabbs,
+            resolution,
+            scalars,
+        )
+    return last, kept, t_start, dt
 
 
 @numba.njit(parallel=True, cache=True)
-def _count_kept(origins, directions, near, t_min, t_max, k_first, counts, binaries, aabbs, scalars, kept):
+def _count_kept(
+    origins, directions, near, t_min, t_max, k_first, counts, binaries, aabbs, resolution, scalars, cap, kept
+):
     for ray in numba.prange(origins.shape[0]):
         total = 0
-        for local in range(counts[ray]):
-            _, _, keep = _kept_step(
-                ray, k_first[ray] + np.float32(local), origins, directions, near, t_min, t_max, binaries, aabbs, scalars
+        local = 0
+        while local < counts[ray] and total < cap:
+            last, keep, _, _ = _run_from(
+                ray,
+                local,
+                origins,
+                directions,
+                near,
+                t_min,
+                t_max,
+                k_first,
+                counts,
+                binaries,
+                aabbs,
+                resolution,
+                scalars,
             )
-            total += keep
-        kept[ray] = total
+            if keep:
+                total += last - local + 1
+            local = last + 1
+        kept[ray] = min(total, cap)
 
 
 @numba.njit(parallel=True, cache=True)
@@ -100,23 +199,45 @@ def _fill_kept(
     counts,
     binaries,
     aabbs,
+    resolution,
     scalars,
     offsets,
     ray_indices,
     t_starts,
     t_ends,
 ):
+    step, cone, growth, t_switch = scalars[0], scalars[1], scalars[2], scalars[3]
     for ray in numba.prange(origins.shape[0]):
-        out = offsets[ray]
-        for local in range(counts[ray]):
-            t_start, dt, keep = _kept_step(
-                ray, k_first[ray] + np.float32(local), origins, directions, near, t_min, t_max, binaries, aabbs, scalars
+        out, end = offsets[ray], offsets[ray + 1]
+        n_uniform = _uniform_steps(near[ray], step, cone, t_switch)
+        local = 0
+        while local < counts[ray] and out < end:
+            last, keep, t_start, dt = _run_from(
+                ray,
+                local,
+                origins,
+                directions,
+                near,
+                t_min,
+                t_max,
+                k_first,
+                counts,
+                binaries,
+                aabbs,
+                resolution,
+                scalars,
             )
             if keep:
-                ray_indices[out] = ray
-                t_starts[out] = t_start
-                t_ends[out] = t_start + dt
-                out += 1
+                for run in range(local, min(last + 1, local + end - out)):
+                    if run > local:
+                        t_start, dt = _step_start(
+                            k_first[ray] + np.float32(run), near[ray], step, cone, growth, n_uniform
+                        )
+                    ray_indices[out] = ray
+                    t_starts[out] = t_start
+                    t_ends[out] = t_start + dt
+                    out += 1
+            local = last + 1
 
 
 def traverse_occupancy_grid(
@@ -128,9 +249,11 @@ def traverse_occupancy_grid(
     far_planes: Float[Tensor, " n_rays"],
     step_size: float,
     cone_angle: float = 0.0,
+    max_samples_per_ray: Optional[int] = None,
 ) -> Tuple[Int[Tensor, " n_samples"], Float[Tensor, " n_samples"], Float[Tensor, " n_samples"]]:
     """The torch twin's contract on CPU tensors: packed ``ray_indices (int64), t_starts, t_ends`` of the
-    lattice steps whose midpoints lie in occupied cells, sorted by ray then ``t``."""
+    lattice steps whose midpoints lie in occupied cells, sorted by ray then ``t``, at most
+    ``max_samples_per_ray`` per ray (the nearest; None: all)."""
     t_min, t_max, k_first, counts = lattice_ranges(
         origins, directions, aabbs, near_planes, far_planes, step_size, cone_angle
     )
@@ -142,11 +265,13 @@ def traverse_occupancy_grid(
     arrays = (
         origins.float().contiguous().numpy(), directions.float().contiguous().numpy(), near_planes.float().contiguous().numpy(),
         t_min.contiguous().numpy(), t_max.contiguous().numpy(), k_first.float().contiguous().numpy(),
-        counts.contiguous().numpy(), binaries.contiguous().numpy(), aabbs.float().contiguous().numpy(), scalars,
+        counts.contiguous().numpy(), binaries.contiguous().numpy(), aabbs.float().contiguous().numpy(),
+        np.array(binaries.shape[1:], dtype=np.int64), scalars,
     )  # fmt: skip
+    cap = np.iinfo(np.int64).max if max_samples_per_ray is None else max_samples_per_ray
     kept = np.zeros(origins.shape[0], dtype=np.int64)
     with PARALLEL_KERNELS:
-        _count_kept(*arrays, kept)
+        _count_kept(*arrays, cap, kept)
     offsets = np.concatenate([[0], np.cumsum(kept)]).astype(np.int64)
     total = int(offsets[-1])
     ray_indices = torch.empty(total, dtype=torch.int64)
@@ -154,5 +279,5 @@ def traverse_occupancy_grid(
     t_ends = torch.empty(total, dtype=torch.float32)
     if total:
         with PARALLEL_KERNELS:
-            _fill_kept(*arrays, offsets[:-1], ray_indices.numpy(), t_starts.numpy(), t_ends.numpy())
+            _fill_kept(*arrays, offsets, ray_indices.numpy(), t_starts.numpy(), t_ends.numpy())
     return ray_indices, t_starts, t_ends

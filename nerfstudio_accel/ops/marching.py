@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Tuple
+from typing import Optional, Tuple
 
+import torch
 from jaxtyping import Bool, Float, Int
 from torch import Tensor
 
 from nerfstudio_accel.ops import _torch_impl
+from nerfstudio_accel.ops.packed_scan import first_samples_of_each_ray
 
 
 def traverse_occupancy_grid(
@@ -20,13 +22,15 @@ def traverse_occupancy_grid(
     step_size: float,
     cone_angle: float = 0.0,
     backend: str = "torch",
+    max_samples_per_ray: Optional[int] = None,
 ) -> Tuple[Int[Tensor, " n_samples"], Float[Tensor, " n_samples"], Float[Tensor, " n_samples"]]:
     """March rays through an occupancy grid and keep the lattice steps whose midpoint is in an occupied cell.
 
     The lattice starts at each ray's near plane and advances by ``dt = max(t * cone_angle, step_size)``
     (:mod:`nerfstudio_accel.kernels.lattice`); level ``i`` of ``binaries`` covers ``aabbs[i]``, and a point is
     looked up in the finest level containing it. Returns packed ``ray_indices (int64), t_starts, t_ends``,
-    sorted by ray then by ``t``. Not differentiable.
+    sorted by ray then by ``t``, at most ``max_samples_per_ray`` per ray (the nearest; None: all). Not
+    differentiable.
 
     ``backend``: ``nerfacc`` (its ``traverse_grids``; it sums the lattice step by step, so a sample on a cell
     face can differ), ``kernel`` (numba on CPU tensors, Triton on CUDA ones: the twin's samples) or ``torch``.
@@ -51,14 +55,21 @@ def traverse_occupancy_grid(
             step_size=step_size,
             cone_angle=cone_angle,
         )
-        return samples.ray_indices.long(), intervals.vals[intervals.is_left], intervals.vals[intervals.is_right]
-    traverse = _torch_impl.traverse_occupancy_grid
-    if backend == "kernel" and origins.device.type == "cuda":
-        from nerfstudio_accel.kernels import marching_triton
-
-        traverse = marching_triton.traverse_occupancy_grid
-    elif backend == "kernel":
+        marched = samples.ray_indices.long(), intervals.vals[intervals.is_left], intervals.vals[intervals.is_right]
+    elif backend == "kernel" and origins.device.type == "cpu":
         from nerfstudio_accel.kernels import marching_numba
 
-        traverse = marching_numba.traverse_occupancy_grid
-    return traverse(origins, directions, binaries, aabbs, near_planes, far_planes, step_size, cone_angle)
+        return marching_numba.traverse_occupancy_grid(
+            origins, directions, binaries, aabbs, near_planes, far_planes, step_size, cone_angle, max_samples_per_ray
+        )  # capped in the kernel
+    else:
+        traverse = _torch_impl.traverse_occupancy_grid
+        if backend == "kernel":
+            from nerfstudio_accel.kernels import marching_triton
+
+            traverse = marching_triton.traverse_occupancy_grid
+        marched = traverse(origins, directions, binaries, aabbs, near_planes, far_planes, step_size, cone_angle)
+    if max_samples_per_ray is None or marched[0].numel() == 0:
+        return marched
+    keep = torch.nonzero(first_samples_of_each_ray(marched[0], max_samples_per_ray))[:, 0]
+    return marched[0][keep], marched[1][keep], marched[2][keep]  # one sync, not three

@@ -34,7 +34,6 @@ from nerfstudio_accel.ops.backends import (
     runnable_sampler_backend,
 )
 from nerfstudio_accel.ops.marching import traverse_occupancy_grid
-from nerfstudio_accel.ops.packed_scan import first_samples_of_each_ray
 from nerfstudio_accel.sampling.base import (
     DensityFn,
     Sampler,
@@ -256,15 +255,6 @@ class OccupancySampler(Sampler):
         if stratified:
             near = near + torch.rand_like(near) * options.render_step_size
         origins, directions = origins.float().contiguous(), directions.float().contiguous()
-        ray_indices, t_starts, t_ends = self._traverse(origins, directions, near, far)
-        if options.max_samples_per_ray is not None and t_starts.numel() > 0:
-            keep = torch.nonzero(first_samples_of_each_ray(ray_indices, options.max_samples_per_ray))[:, 0]
-            ray_indices, t_starts, t_ends = ray_indices[keep], t_starts[keep], t_ends[keep]  # one sync, not three
-        return ray_indices, t_starts, t_ends
-
-    def _traverse(self, origins, directions, near, far):
-        """The grid traversal on this device's backend: ``ray_indices (int64), t_starts, t_ends``."""
-        options = self.marching
         return traverse_occupancy_grid(
             origins,
             directions,
@@ -275,6 +265,7 @@ class OccupancySampler(Sampler):
             options.render_step_size,
             options.cone_angle,
             backend=self.backend_for(origins.device),
+            max_samples_per_ray=options.max_samples_per_ray,
         )
 
     def effective_alpha_threshold(self) -> float:
