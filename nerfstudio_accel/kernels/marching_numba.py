@@ -28,6 +28,8 @@ choose_threading_layer()
 
 _HALF = np.float32(0.5)
 _ZERO = np.float32(0.0)
+BLOCK = 4
+"""Edge, in level-0 cells, of the empty cubes a uniform lattice crosses in one go (a power of two)."""
 
 
 @numba.njit(inline="always")
@@ -91,10 +93,11 @@ def _time_to_face(origin, direction, low, high, index, cells):
 
 @numba.njit(inline="always")
 def _last_step_in_cell(
-    ray, local, count, k_first, cell, origins, directions, near, t_min, t_max, aabbs, resolution, scalars
+    ray, local, count, k_first, cell, shift, origins, directions, near, t_min, t_max, aabbs, resolution, scalars
 ):
     """The last step (local index, at least ``local``) of ``ray`` proven to lie in the level-0 cell
-    ``cell = (i, j, m)`` that holds step ``local``'s midpoint, on a uniform lattice.
+    ``cell = (i, j, m)`` of the grid coarsened ``2**shift`` times per axis that holds step ``local``'s midpoint,
+    on a uniform lattice.
 
     The estimate from where the ray leaves the cell is checked with the marcher's own arithmetic. Every float
     operation from ``k`` to the range test and the cell index is monotonic along a ray, and level 0's box is
@@ -102,9 +105,9 @@ def _last_step_in_cell(
     where unproven."""
     i, j, m = cell
     t_exit = min(
-        _time_to_face(origins[ray, 0], directions[ray, 0], aabbs[0, 0], aabbs[0, 3], i, resolution[0]),
-        _time_to_face(origins[ray, 1], directions[ray, 1], aabbs[0, 1], aabbs[0, 4], j, resolution[1]),
-        _time_to_face(origins[ray, 2], directions[ray, 2], aabbs[0, 2], aabbs[0, 5], m, resolution[2]),
+        _time_to_face(origins[ray, 0], directions[ray, 0], aabbs[0, 0], aabbs[0, 3], i, resolution[0] >> shift),
+        _time_to_face(origins[ray, 1], directions[ray, 1], aabbs[0, 1], aabbs[0, 4], j, resolution[1] >> shift),
+        _time_to_face(origins[ray, 2], directions[ray, 2], aabbs[0, 2], aabbs[0, 5], m, resolution[2] >> shift),
     )
     estimate = (t_exit - near[ray]) / scalars[0] - 0.5 - k_first[ray]
     last = math.floor(estimate) if estimate < count - 1.0 else count - 1  # also where it is infinite or NaN
@@ -123,73 +126,15 @@ def _last_step_in_cell(
             resolution,
             scalars,
         )
-        if level == 0 and ci == i and cj == j and cm == m:
+        if level == 0 and ci >> shift == i and cj >> shift == j and cm >> shift == m:
             return candidate
     return local
 
 
 @numba.njit(inline="always")
 def _run_from(
-    ray, local, origins, directions, near, t_min, t_max, k_first, counts, binaries, aabbs, resolution, scalars
-):
-    """``(last, kept, t_start, dt)``: steps ``local`` to ``last`` of ``ray`` share step ``local``'s cell (a whole
-    empty or occupied level-0 cell of a uniform lattice in one go, else one step), ``kept`` whether they are kept
-    (midpoints in range and in an occupied cell), and step ``local``'s start and length."""
-    t_start, dt, level, i, j, m = _step_cell(
-        ray, k_first[ray] + np.float32(local), origins, directions, near, t_min, t_max, aabbs, resolution, scalars
-    )
-    kept = level >= 0 and binaries[level, i, j, m]
-    last = local
-    if level == 0 and scalars[1] <= _ZERO:
-        last = _last_step_in_cell(
-            ray,
-            local,
-            counts[ray],
-            k_first,
-            (i, j, m),
-            origins,
-            directions,
-            near,
-            t_min,
-            t_max,
-            aabbs,
-            resolution,
-            scalars,
-        )
-    return last, kept, t_start, dt
-
-
-@numba.njit(parallel=True, cache=True)
-def _count_kept(
-    origins, directions, near, t_min, t_max, k_first, counts, binaries, aabbs, resolution, scalars, cap, kept
-):
-    for ray in numba.prange(origins.shape[0]):
-        total = 0
-        local = 0
-        while local < counts[ray] and total < cap:
-            last, keep, _, _ = _run_from(
-                ray,
-                local,
-                origins,
-                directions,
-                near,
-                t_min,
-                t_max,
-                k_first,
-                counts,
-                binaries,
-                aabbs,
-                resolution,
-                scalars,
-            )
-            if keep:
-                total += last - local + 1
-            local = last + 1
-        kept[ray] = min(total, cap)
-
-
-@numba.njit(parallel=True, cache=True)
-def _fill_kept(
+    ray,
+    local,
     origins,
     directions,
     near,
@@ -200,12 +145,65 @@ def _fill_kept(
     binaries,
     aabbs,
     resolution,
+    blocks,
+    shift,
     scalars,
-    offsets,
-    ray_indices,
-    t_starts,
-    t_ends,
 ):
+    """``(last, kept, t_start, dt)``: steps ``local`` to ``last`` of ``ray`` share step ``local``'s cell, ``kept``
+    whether they are kept (midpoints in range and in an occupied cell), and step ``local``'s start and length.
+    On a uniform lattice a run crosses a whole empty block of level 0 (``blocks``: which ``2**shift``-cell cubes
+    hold an occupied cell), else a whole level-0 cell; otherwise it is one step."""
+    t_start, dt, level, i, j, m = _step_cell(
+        ray, k_first[ray] + np.float32(local), origins, directions, near, t_min, t_max, aabbs, resolution, scalars
+    )
+    kept = level >= 0 and binaries[level, i, j, m]
+    last = local
+    if level == 0 and scalars[1] <= _ZERO:
+        coarse = 0 if blocks[i >> shift, j >> shift, m >> shift] else shift
+        last = _last_step_in_cell(
+            ray, local, counts[ray], k_first, (i >> coarse, j >> coarse, m >> coarse), coarse,
+            origins, directions, near, t_min, t_max, aabbs, resolution, scalars,
+        )  # fmt: skip
+    return last, kept, t_start, dt
+
+
+@numba.njit(parallel=True, cache=True)
+def _count_kept(
+    origins,
+    directions,
+    near,
+    t_min,
+    t_max,
+    k_first,
+    counts,
+    binaries,
+    aabbs,
+    resolution,
+    blocks,
+    shift,
+    scalars,
+    cap,
+    kept,
+):
+    for ray in numba.prange(origins.shape[0]):
+        total = 0
+        local = 0
+        while local < counts[ray] and total < cap:
+            last, keep, _, _ = _run_from(
+                ray, local, origins, directions, near, t_min, t_max, k_first, counts, binaries, aabbs, resolution,
+                blocks, shift, scalars,
+            )  # fmt: skip
+            if keep:
+                total += last - local + 1
+            local = last + 1
+        kept[ray] = min(total, cap)
+
+
+@numba.njit(parallel=True, cache=True)
+def _fill_kept(
+    origins, directions, near, t_min, t_max, k_first, counts, binaries, aabbs, resolution, blocks, shift, scalars,
+    offsets, ray_indices, t_starts, t_ends,
+):  # fmt: skip
     step, cone, growth, t_switch = scalars[0], scalars[1], scalars[2], scalars[3]
     for ray in numba.prange(origins.shape[0]):
         out, end = offsets[ray], offsets[ray + 1]
@@ -213,20 +211,9 @@ def _fill_kept(
         local = 0
         while local < counts[ray] and out < end:
             last, keep, t_start, dt = _run_from(
-                ray,
-                local,
-                origins,
-                directions,
-                near,
-                t_min,
-                t_max,
-                k_first,
-                counts,
-                binaries,
-                aabbs,
-                resolution,
-                scalars,
-            )
+                ray, local, origins, directions, near, t_min, t_max, k_first, counts, binaries, aabbs, resolution,
+                blocks, shift, scalars,
+            )  # fmt: skip
             if keep:
                 for run in range(local, min(last + 1, local + end - out)):
                     if run > local:
@@ -238,6 +225,16 @@ def _fill_kept(
                     t_ends[out] = t_start + dt
                     out += 1
             local = last + 1
+
+
+def occupied_blocks(binaries: Bool[Tensor, "n_levels rx ry rz"]) -> Tuple[Bool[Tensor, "bx by bz"], int]:
+    """Which cubes of :data:`BLOCK` cells per axis of level 0 hold an occupied cell, and ``log2`` of their edge
+    (0, each cell its own block, where a side does not divide)."""
+    if any(side % BLOCK for side in binaries.shape[1:]):
+        return binaries[0], 0
+    rx, ry, rz = (side // BLOCK for side in binaries.shape[1:])
+    blocks = binaries[0].reshape(rx, BLOCK, ry, BLOCK, rz, BLOCK).any(dim=5).any(dim=3).any(dim=1)
+    return blocks, BLOCK.bit_length() - 1
 
 
 def traverse_occupancy_grid(
@@ -262,11 +259,12 @@ def traverse_occupancy_grid(
         [step_size, cone_angle, float(growth_scalar), step_size / cone_angle if cone_angle > 0 else 0.0],
         dtype=np.float32,
     )
+    blocks, shift = occupied_blocks(binaries)
     arrays = (
         origins.float().contiguous().numpy(), directions.float().contiguous().numpy(), near_planes.float().contiguous().numpy(),
         t_min.contiguous().numpy(), t_max.contiguous().numpy(), k_first.float().contiguous().numpy(),
         counts.contiguous().numpy(), binaries.contiguous().numpy(), aabbs.float().contiguous().numpy(),
-        np.array(binaries.shape[1:], dtype=np.int64), scalars,
+        np.array(binaries.shape[1:], dtype=np.int64), blocks.contiguous().numpy(), shift, scalars,
     )  # fmt: skip
     cap = np.iinfo(np.int64).max if max_samples_per_ray is None else max_samples_per_ray
     kept = np.zeros(origins.shape[0], dtype=np.int64)

@@ -43,6 +43,7 @@ from nerfstudio_accel.sampling.base import (
     ray_bounds,
 )
 from nerfstudio_accel.sampling.culling_pass import AlphaThreshold, cull_marched, evaluate_in_chunks
+from nerfstudio_accel.sampling.front_to_back_culling import chosen_first_samples
 from nerfstudio_accel.sampling.packed import PackedSamples
 from nerfstudio_accel.step_phases import phase
 
@@ -65,10 +66,11 @@ class MarchingOptions:
     """Stop a ray once its transmittance falls below this."""
     max_samples_per_ray: Optional[int] = None
     """Keep at most this many marched samples per ray, front to back (None: no cap)."""
-    culling_first_samples: int = 0
+    culling_first_samples: Optional[int] = 0
     """The culling density pass reads each ray's candidates in rounds of this many, as many, then doubling, each
     round only for rays whose transmittance is still at least ``early_stop_eps``
-    (:mod:`~nerfstudio_accel.sampling.front_to_back_culling`; the same samples are kept); 0: one pass."""
+    (:mod:`~nerfstudio_accel.sampling.front_to_back_culling`; the same samples are kept); 0: one pass; None: chosen
+    per batch (:func:`~nerfstudio_accel.sampling.front_to_back_culling.chosen_first_samples`)."""
 
     @property
     def culls(self) -> bool:
@@ -86,9 +88,11 @@ def visible_samples(
     alpha_threshold: AlphaThreshold,
     marching: MarchingOptions,
     backend: str,
+    first_samples: int,
 ) -> Tuple[PackedSamples, Optional[Dict[str, Union[int, Tensor]]]]:
-    """The ray-sorted candidates the culling pass keeps (:func:`~nerfstudio_accel.sampling.culling_pass.cull_marched`)
-    and its counts; every candidate and no counts without ``density_fn``, candidates or culling asked for."""
+    """The ray-sorted candidates the culling pass keeps (:func:`~nerfstudio_accel.sampling.culling_pass.cull_marched`,
+    its rounds from ``first_samples``) and its counts; every candidate and no counts without ``density_fn``,
+    candidates or culling asked for."""
     if density_fn is None or t_starts.numel() == 0 or not marching.culls:
         return PackedSamples(ray_indices, t_starts, t_ends, origins, directions), None
     with phase("culling density pass"):
@@ -101,7 +105,7 @@ def visible_samples(
             density_fn,
             alpha_threshold,
             marching.early_stop_eps,
-            marching.culling_first_samples,
+            first_samples,
             backend,
         )
     return PackedSamples(ray_indices[keep], t_starts[keep], t_ends[keep], origins, directions), counts
@@ -324,6 +328,7 @@ class OccupancySampler(Sampler):
             self.effective_alpha_threshold(),
             self.marching,
             self.backend_for(origins.device),
+            chosen_first_samples(self.marching.culling_first_samples, self._last_counts),
         )
         if self.training and counts is not None:
             self._last_counts = counts
@@ -361,10 +366,11 @@ class OccupancySamplerConfig(SamplerConfig):
     max_samples_per_ray: Optional[int] = None
     """A ray keeps at most this many samples in occupied cells, front to back (bounds the cost of a young, foggy
     field); default 1024 bounded, 256 contracted; 0: no cap."""
-    culling_first_samples: int = 0
+    culling_first_samples: Optional[int] = None
     """The culling density pass reads each ray's candidates in rounds of N, N, 2N, 4N, ..., each only for the
-    rays not yet opaque (the same samples are kept, fewer densities are read); 0: every candidate in one pass,
-    the default, as the rounds measured slower on CPU (docs/benchmarks.md)."""
+    rays not yet opaque (the same samples are kept, fewer densities are read); 0: every candidate in one pass;
+    None (auto): rounds of 32 while the last training batch marched more than 4 candidates per kept sample
+    (lego 400x400 on CPU), one pass otherwise (docs/benchmarks.md)."""
     update_every: int = 16
     """Update the grid every this many steps."""
     warmup_steps: int = 256

@@ -26,6 +26,7 @@ from torch import Tensor
 from nerfstudio_accel.ops.packed_scan import first_samples_of_each_ray
 from nerfstudio_accel.sampling.base import DensityFn, StateOverlay, ray_bounds
 from nerfstudio_accel.sampling.culling_pass import AlphaThreshold, ThresholdPerCandidate
+from nerfstudio_accel.sampling.front_to_back_culling import chosen_first_samples
 from nerfstudio_accel.sampling.occupancy import OccupancySampler, visible_samples
 from nerfstudio_accel.sampling.packed import PackedSamples
 from nerfstudio_accel.spatial.block_culling import cull_own_block
@@ -106,6 +107,7 @@ class BlockSampler(CellSamplers):
             alpha_threshold,
             self.marching,
             self.backend_for(origins.device),
+            chosen_first_samples(self.marching.culling_first_samples, self._last_counts),
         )
         if self.training:
             self._last_kept = samples

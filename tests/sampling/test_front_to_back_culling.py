@@ -11,7 +11,13 @@ from accel_test_helpers import full_grid_sampler, make_trainer, run_steps
 from nerfstudio_accel.ops import precision
 from nerfstudio_accel.ops.volume_rendering import render_visibility_from_density
 from nerfstudio_accel.sampling.base import DensityRecord
-from nerfstudio_accel.sampling.front_to_back_culling import densities_front_to_back, rows_in_call_order
+from nerfstudio_accel.sampling.front_to_back_culling import (
+    AUTO_CANDIDATES_PER_KEPT,
+    AUTO_FIRST_SAMPLES,
+    chosen_first_samples,
+    densities_front_to_back,
+    rows_in_call_order,
+)
 from nerfstudio_accel.sampling.occupancy import MarchingOptions, OccupancySampler
 
 AABB = torch.tensor([-1.0, -1.0, -1.0, 1.0, 1.0, 1.0])
@@ -130,6 +136,30 @@ def test_the_sampler_keeps_the_same_samples_and_rows_with_front_to_back_culling(
     assert culled_seen < plain_seen
     assert culled_figures["evaluated"] == culled_seen and plain_figures["evaluated"] == plain_figures["candidates"]
     assert culled_figures["kept"] == plain_figures["kept"] > 0
+
+
+def test_automatic_rounds_follow_the_last_batchs_candidates_per_kept_sample():
+    """None reads in rounds only after a training batch marched more than AUTO_CANDIDATES_PER_KEPT candidates per
+    kept sample (none before the first, none from counts held as tensors); an explicit length always wins. Through
+    the sampler: the first training batch (an opaque ball behind a deep grid) is one pass, the next reads in rounds
+    and keeps the same samples."""
+    ratio = AUTO_CANDIDATES_PER_KEPT
+    assert chosen_first_samples(None, {}) == 0
+    assert chosen_first_samples(None, {"candidates": int(10 * ratio) + 1, "kept": 10}) == AUTO_FIRST_SAMPLES
+    assert chosen_first_samples(None, {"candidates": int(10 * ratio), "kept": 10}) == 0
+    assert chosen_first_samples(None, {"candidates": 100, "kept": torch.tensor(1)}) == 0
+    assert chosen_first_samples(8, {}) == 8 and chosen_first_samples(0, {"candidates": 100, "kept": 1}) == 0
+    origins, directions, *_ = packed_candidates(300, seed=11)
+    sampler = full_grid_sampler(AABB, render_step_size=0.02, culling_first_samples=None)
+    seen, kept = [], []
+    for _ in range(2):
+        density = RecordingDensity()
+        kept.append(sampler.sample(origins, directions, density_fn=density))
+        seen.append(density.seen.shape[0])
+        figures = sampler.figures()
+        assert figures["candidates"] > ratio * figures["kept"]  # the ball hides most candidates
+    assert seen[0] == figures["candidates"] > seen[1] == figures["evaluated"]
+    assert torch.equal(kept[0].ray_indices, kept[1].ray_indices) and torch.equal(kept[0].t_starts, kept[1].t_starts)
 
 
 def test_accel_ngp_samples_and_renders_the_same_with_front_to_back_culling(tiny_scene, tmp_path):
