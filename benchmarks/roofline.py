@@ -222,6 +222,16 @@ def cpu_ticks() -> Optional[Tuple[int, int]]:
     return (fields[7] if len(fields) > 7 else 0), sum(fields)
 
 
+def cpu_model() -> str:
+    """The CPU's model name from ``/proc/cpuinfo`` ("unknown" where there is none): rates differ by machine, and a
+    virtual machine's host can change between sessions."""
+    try:
+        lines = Path("/proc/cpuinfo").read_text().splitlines()
+    except OSError:
+        return "unknown"
+    return next((line.split(":", 1)[1].strip() for line in lines if line.startswith("model name")), "unknown")
+
+
 def stolen_share(before: Optional[Tuple[int, int]], after: Optional[Tuple[int, int]]) -> Optional[float]:
     """The share of CPU time stolen between two :func:`cpu_ticks` readings."""
     if before is None or after is None or after[1] == before[1]:
@@ -367,6 +377,7 @@ def roofline(trainer, args) -> Dict[str, object]:
         "levels": layout.num_levels,
         "phases": table,
         "stolen_share": stolen,
+        "cpu_model": cpu_model(),
     }
 
 
@@ -376,8 +387,8 @@ def roofline(trainer, args) -> Dict[str, object]:
 def markdown(result: Dict[str, object], command: str, device: str) -> str:
     rates, work, phases = result["rates"], result["work"], result["phases"]
     lines = [
-        f"Roofline of an accel-ngp training step on {device}, {torch.get_num_threads()} torch threads, "
-        f"{numba.get_num_threads()} numba threads (`{command}`).",
+        f"Roofline of an accel-ngp training step on {device} ({result['cpu_model']}), {torch.get_num_threads()} torch "
+        f"threads, {numba.get_num_threads()} numba threads (`{command}`).",
         "",
         "CPU time stolen by other guests while the steps ran: "
         + ("unknown (no /proc/stat)" if result["stolen_share"] is None else f"{100 * result['stolen_share']:.1f}%")

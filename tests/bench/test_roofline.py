@@ -59,6 +59,7 @@ def test_roofline_charges_each_phase_the_work_of_its_steps(tiny_scene, tmp_path)
     for row in phases.values():
         assert row["floor_ms"] is None or row["floor_ms"] == pytest.approx(max(row["resources_ms"].values()))
     assert "| culling density pass |" in report and "| **step** |" in report
+    assert result["cpu_model"] and f"({result['cpu_model']})" in report.splitlines()[0]
     assert (
         "grid reads" not in phases["graph forward"]["resources_ms"]
         and "reads" not in phases["graph forward"]["resources_ms"]
