@@ -369,8 +369,9 @@ class OccupancySamplerConfig(SamplerConfig):
     culling_first_samples: Optional[int] = None
     """The culling density pass reads each ray's candidates in rounds of N, N, 2N, 4N, ..., each only for the
     rays not yet opaque (the same samples are kept, fewer densities are read); 0: every candidate in one pass;
-    None (auto): rounds of 32 while the last training batch marched more than 4 candidates per kept sample
-    (lego 400x400 on CPU), one pass otherwise (docs/benchmarks.md)."""
+    None (auto): on the CPU rounds of 32 while the last training batch marched more than 4 candidates per kept
+    sample (lego 400x400), one pass otherwise; one pass on other devices, where the rounds are not yet measured
+    (docs/benchmarks.md)."""
     update_every: int = 16
     """Update the grid every this many steps."""
     warmup_steps: int = 256
@@ -380,10 +381,13 @@ class OccupancySamplerConfig(SamplerConfig):
     """A cell is occupied when density * step exceeds min(this, mean occupancy)."""
 
     def resolve(self, device_type: str, contract: bool) -> None:
-        """The grid's size and the per-ray cap from the device and the scene, and the marching backend for
-        the device (written down: another machine's ``auto`` could march another lattice)."""
+        """The grid's size and the per-ray cap from the device and the scene, the culling rounds (automatic on the
+        CPU, where they were measured; one pass elsewhere), and the marching backend for the device (written
+        down: another machine's ``auto`` could march another lattice)."""
         if self.resolution is None:
             self.resolution = 128 if device_type == "cuda" else 64
+        if self.culling_first_samples is None and device_type != "cpu":
+            self.culling_first_samples = 0
         if self.max_samples_per_ray is None:
             self.max_samples_per_ray = 256 if contract else 1024
         if self.backend == "auto":

@@ -458,3 +458,15 @@ def test_occupancy_resolve_picks_a_backend_that_runs_and_refuses_one_that_cannot
     assert config.backend in ("kernel", "torch")
     with pytest.raises(ValueError, match="--pipeline.model.occupancy.backend torch"):
         OccupancySamplerConfig(backend="nerfacc").resolve("cpu", contract=False)
+
+
+def test_culling_rounds_stay_automatic_on_the_cpu_only():
+    """The automatic rounds (None) were measured on the CPU: resolved for another device they become one pass (0),
+    written so into config.yml; an explicit length is kept on every device."""
+    on_cpu, on_cuda = OccupancySamplerConfig(backend="torch"), OccupancySamplerConfig(backend="torch")
+    on_cpu.resolve("cpu", contract=False)
+    on_cuda.resolve("cuda", contract=False)
+    assert on_cpu.culling_first_samples is None and on_cuda.culling_first_samples == 0
+    explicit = OccupancySamplerConfig(backend="torch", culling_first_samples=16)
+    explicit.resolve("cuda", contract=False)
+    assert explicit.culling_first_samples == 16
