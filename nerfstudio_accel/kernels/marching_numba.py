@@ -110,7 +110,9 @@ def _last_step_in_cell(
         _time_to_face(origins[ray, 2], directions[ray, 2], aabbs[0, 2], aabbs[0, 5], m, resolution[2] >> shift),
     )
     estimate = (t_exit - near[ray]) / scalars[0] - 0.5 - k_first[ray]
-    last = math.floor(estimate) if estimate < count - 1.0 else count - 1  # also where it is infinite or NaN
+    if not estimate > local:  # also NaN; and no float below -2**63 reaches the floor
+        return local
+    last = math.floor(estimate) if estimate < count - 1.0 else count - 1  # also where it is infinite
     for candidate in (last, last - 1):
         if candidate <= local:
             break
@@ -266,7 +268,7 @@ def traverse_occupancy_grid(
         counts.contiguous().numpy(), binaries.contiguous().numpy(), aabbs.float().contiguous().numpy(),
         np.array(binaries.shape[1:], dtype=np.int64), blocks.contiguous().numpy(), shift, scalars,
     )  # fmt: skip
-    cap = np.iinfo(np.int64).max if max_samples_per_ray is None else max_samples_per_ray
+    cap = np.iinfo(np.int64).max if max_samples_per_ray is None else max(max_samples_per_ray, 0)
     kept = np.zeros(origins.shape[0], dtype=np.int64)
     with PARALLEL_KERNELS:
         _count_kept(*arrays, cap, kept)

@@ -76,13 +76,17 @@ def densities_front_to_back(
     return densities, torch.cat(rounds)
 
 
-def chosen_first_samples(requested: Optional[int], last_counts: Mapping[str, Union[int, Tensor]]) -> int:
-    """The culling pass's first round length: ``requested``, or where that is None (automatic)
+def chosen_first_samples(
+    requested: Optional[int], last_counts: Mapping[str, Union[int, Tensor]], device_type: str
+) -> int:
+    """The culling pass's first round length: ``requested``, or where that is None (automatic), on the CPU,
     :data:`AUTO_FIRST_SAMPLES` while the last training batch's counts (``candidates``, ``kept``; host numbers,
     none at the first batch) exceed :data:`AUTO_CANDIDATES_PER_KEPT` candidates per kept sample, else 0 (one
-    pass). Either way the same samples are kept."""
+    pass; always on other devices, where the rounds are not measured). Either way the same samples are kept."""
     if requested is not None:
         return requested
+    if device_type != "cpu":
+        return 0
     candidates, kept = last_counts.get("candidates"), last_counts.get("kept")
     if not isinstance(candidates, int) or not isinstance(kept, int):
         return 0

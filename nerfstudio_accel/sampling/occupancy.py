@@ -328,7 +328,7 @@ class OccupancySampler(Sampler):
             self.effective_alpha_threshold(),
             self.marching,
             self.backend_for(origins.device),
-            chosen_first_samples(self.marching.culling_first_samples, self._last_counts),
+            chosen_first_samples(self.marching.culling_first_samples, self._last_counts, origins.device.type),
         )
         if self.training and counts is not None:
             self._last_counts = counts

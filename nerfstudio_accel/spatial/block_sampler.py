@@ -107,7 +107,7 @@ class BlockSampler(CellSamplers):
             alpha_threshold,
             self.marching,
             self.backend_for(origins.device),
-            chosen_first_samples(self.marching.culling_first_samples, self._last_counts),
+            chosen_first_samples(self.marching.culling_first_samples, self._last_counts, origins.device.type),
         )
         if self.training:
             self._last_kept = samples

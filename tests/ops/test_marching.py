@@ -75,6 +75,40 @@ def test_kernel_crosses_cells_to_the_twins_samples(levels, cap, side):
     assert_twins_samples(actual, expected, 0.0)
 
 
+@pytest.mark.parametrize("cap", [None, 5])
+@pytest.mark.parametrize("occupancy", [0.05, 0.5])
+def test_kernel_runs_on_midpoints_that_fall_on_cell_faces(cap, occupancy):
+    """Axis-aligned rays on a lattice whose midpoints land exactly on the faces of 3 levels' cells (a quarter cell a
+    step, the first midpoint at the near plane), some with tiny, denormal or -0.0 components across: where a run
+    ends is only an estimate there, so the kernel must check it with its own arithmetic to give the twin's
+    samples (a kernel that trusts the estimate is off by a few samples)."""
+    generator = torch.Generator().manual_seed(1)
+    side, n = 16, 3000
+    step = 2.0 / side / 4
+    axis, sign = torch.arange(n) % 3, torch.where(torch.arange(n) % 2 == 0, 1.0, -1.0)
+    origins = torch.rand(n, 3, generator=generator) * 1.8 - 0.9
+    origins[torch.arange(n), axis] = -3.0 * sign
+    directions = torch.zeros(n, 3)
+    directions[torch.arange(n), axis] = sign
+    directions[::5, (axis[::5] + 1) % 3] = 1e-30
+    directions[1::5, (axis[1::5] + 1) % 3] = -1e-41
+    directions[2::5, (axis[2::5] + 2) % 3] = -0.0
+    aabbs = torch.tensor([[-1.0, -1, -1, 1, 1, 1], [-2.0, -2, -2, 2, 2, 2], [-4.0, -4, -4, 4, 4, 4]])
+    binaries = torch.rand(3, side, side, side, generator=generator) < occupancy
+    inputs = (origins, directions, binaries, aabbs, torch.full((n,), 0.5 * step), torch.full((n,), 100.0))
+    expected = traverse_occupancy_grid(*inputs, step, 0.0, backend="torch", max_samples_per_ray=cap)
+    assert expected[0].numel() > 1000
+    actual = traverse_occupancy_grid(*inputs, step, 0.0, backend="kernel", max_samples_per_ray=cap)
+    assert_twins_samples(actual, expected, 0.0)
+
+
+@pytest.mark.parametrize("backend", ["torch", "kernel"])
+def test_a_negative_cap_keeps_no_samples(backend):
+    inputs = scene(1, seed=2, n_rays=50)
+    marched = traverse_occupancy_grid(*inputs, 0.01, backend=backend, max_samples_per_ray=-1)
+    assert all(t.numel() == 0 for t in marched)
+
+
 @needs_cuda
 @pytest.mark.parametrize("levels, step_size, cone_angle", [(1, 2 * 3**0.5 / 1000, 0.0), (4, 2 * 3**0.5 / 256, 1 / 256)])
 def test_kernel_backend_on_cuda_gives_the_twins_samples(levels, step_size, cone_angle):

@@ -139,16 +139,20 @@ def test_the_sampler_keeps_the_same_samples_and_rows_with_front_to_back_culling(
 
 
 def test_automatic_rounds_follow_the_last_batchs_candidates_per_kept_sample():
-    """None reads in rounds only after a training batch marched more than AUTO_CANDIDATES_PER_KEPT candidates per
-    kept sample (none before the first, none from counts held as tensors); an explicit length always wins. Through
+    """None reads in rounds only on the CPU, after a training batch marched more than AUTO_CANDIDATES_PER_KEPT
+    candidates per kept sample (none before the first, none from counts held as tensors); an explicit length always
+    wins. Through
     the sampler: the first training batch (an opaque ball behind a deep grid) is one pass, the next reads in rounds
     and keeps the same samples."""
     ratio = AUTO_CANDIDATES_PER_KEPT
-    assert chosen_first_samples(None, {}) == 0
-    assert chosen_first_samples(None, {"candidates": int(10 * ratio) + 1, "kept": 10}) == AUTO_FIRST_SAMPLES
-    assert chosen_first_samples(None, {"candidates": int(10 * ratio), "kept": 10}) == 0
-    assert chosen_first_samples(None, {"candidates": 100, "kept": torch.tensor(1)}) == 0
-    assert chosen_first_samples(8, {}) == 8 and chosen_first_samples(0, {"candidates": 100, "kept": 1}) == 0
+    assert chosen_first_samples(None, {}, "cpu") == 0
+    assert chosen_first_samples(None, {"candidates": int(10 * ratio) + 1, "kept": 10}, "cpu") == AUTO_FIRST_SAMPLES
+    assert chosen_first_samples(None, {"candidates": int(10 * ratio) + 1, "kept": 10}, "cuda") == 0  # not measured
+    assert chosen_first_samples(None, {"candidates": int(10 * ratio), "kept": 10}, "cpu") == 0
+    assert chosen_first_samples(None, {"candidates": 100, "kept": torch.tensor(1)}, "cpu") == 0
+    assert (
+        chosen_first_samples(8, {}, "cuda") == 8 and chosen_first_samples(0, {"candidates": 100, "kept": 1}, "cpu") == 0
+    )
     origins, directions, *_ = packed_candidates(300, seed=11)
     sampler = full_grid_sampler(AABB, render_step_size=0.02, culling_first_samples=None)
     seen, kept = [], []
