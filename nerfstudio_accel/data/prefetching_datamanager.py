@@ -43,6 +43,7 @@ from nerfstudio.data.datamanagers.base_datamanager import (
 from nerfstudio.data.datasets.base_dataset import InputDataset
 from torch import Tensor
 
+from nerfstudio_accel.data.error_guided_rays import ErrorGuidedRaysConfig, PixelErrorMap
 from nerfstudio_accel.data.seeded_pixel_sampler import (
     SeededPatchPixelSamplerConfig,
     SeededPixelSampler,
@@ -168,6 +169,8 @@ class AccelDataManagerConfig(VanillaDataManagerConfig):
     """Training batches a producer thread prepares ahead while the step trains (0: prepare each batch on
     the training thread, between steps, as nerfstudio does)."""
     pixel_sampler: SeededPixelSamplerConfig = field(default_factory=SeededPixelSamplerConfig)
+    error_guided_rays: ErrorGuidedRaysConfig = field(default_factory=ErrorGuidedRaysConfig)
+    """Draw training rays in proportion to an error map of past losses (:mod:`.error_guided_rays`)."""
 
 
 class AccelDataManager(VanillaDataManager):
@@ -191,6 +194,34 @@ class AccelDataManager(VanillaDataManager):
         self.last_wait_seconds = 0.0
         """How long the last :meth:`next_train` call took: the time the step waited for its batch."""
         self._rays_per_rank: Optional[float] = None
+        self.error_map: Optional[PixelErrorMap] = None
+        """The error map training rays are drawn from; None when they are drawn uniformly."""
+        if config.error_guided_rays.enabled and self.train_dataset is not None and self.test_mode == "val":
+            self.error_map = self._error_map()
+
+    def _error_map(self) -> PixelErrorMap:
+        """An error map over the training images, once the scene is checked to suit it (one size, every image
+        in the cached batch, pinhole cameras, no masks, single pixels)."""
+        flag = "--pipeline.datamanager.error-guided-rays.enabled"
+        dataset = self.train_dataset
+        cameras = dataset.cameras
+        heights, widths = cameras.height.unique(), cameras.width.unique()
+        reason = None
+        if self.config.patch_size > 1:
+            reason = "it draws single pixels, not patches (--pipeline.datamanager.patch-size 1)"
+        elif heights.numel() > 1 or widths.numel() > 1:
+            reason = "the training images differ in size"
+        elif -1 < self.config.train_num_images_to_sample_from < len(dataset):
+            reason = "it draws over every training image (--pipeline.datamanager.train-num-images-to-sample-from -1)"
+        elif bool((cameras.camera_type != CameraType.PERSPECTIVE.value).any()):
+            reason = "it draws over whole pinhole images, and this scene has fisheye or equirectangular cameras"
+        elif dataset._dataparser_outputs.mask_filenames is not None:
+            reason = "it draws over whole images, and this scene has masks"
+        if reason is not None:
+            raise ConfigError(f"{flag} does not suit this run: {reason}; leave it off")
+        return PixelErrorMap(
+            self.config.error_guided_rays, len(dataset), int(heights), int(widths), self.config.prefetch_batches + 1
+        )
 
     def _get_pixel_sampler(self, dataset: InputDataset, num_rays_per_batch: int) -> SeededPixelSampler:
         """nerfstudio's choice of sampler for ``dataset``, seeded: patches for
@@ -233,7 +264,10 @@ class AccelDataManager(VanillaDataManager):
         CUDA), rays generated."""
         image_batch = next(self.iter_train_image_dataloader)
         assert self.train_pixel_sampler is not None and isinstance(image_batch, dict)
-        batch = self.train_pixel_sampler.sample(image_batch)
+        if self.error_map is None:
+            batch = self.train_pixel_sampler.sample(image_batch)
+        else:
+            batch = self._error_guided_pixels(image_batch)
         device = torch.device(self.device)
         if device.type == "cuda" and self.config.prefetch_batches > 0:
             batch = {
@@ -243,6 +277,23 @@ class AccelDataManager(VanillaDataManager):
                 for key, value in batch.items()
             }
         return self.train_ray_generator(batch["indices"]), batch
+
+    def _error_guided_pixels(self, image_batch: Dict[str, Any]) -> Dict[str, Tensor]:
+        """The pixel batch :attr:`error_map` draws (with the pixel sampler's generator and batch size): each key
+        of ``image_batch`` at the pixels, their ``indices`` ``(R, 3)`` and ``ray_weights`` ``(R,)``."""
+        assert self.error_map is not None and isinstance(self.train_pixel_sampler, SeededPixelSampler)
+        sampler = self.train_pixel_sampler
+        indices, weights = self.error_map.draw(sampler.num_rays_per_batch, sampler.generator)
+        image_positions = torch.empty(self.error_map.num_images, dtype=torch.long)
+        image_positions[image_batch["image_idx"].cpu()] = torch.arange(len(image_batch["image_idx"]))
+        image, row, column = indices.unbind(-1)
+        batch = {
+            key: value[image_positions[image], row, column]
+            for key, value in image_batch.items()
+            if key != "image_idx" and value is not None
+        }
+        device = image_batch["image"].device
+        return {**batch, "indices": indices.to(device), "ray_weights": weights.to(device)}
 
     def next_train(self, step: int) -> Batch:
         """The next training batch, from the producer thread when prefetching."""
@@ -273,6 +324,8 @@ class AccelDataManager(VanillaDataManager):
 
     def close(self) -> None:
         """Stop the producer thread, if one runs (training ended or stopped)."""
+        if self.error_map is not None:
+            self.error_map.close()
         if self._prefetcher is not None:
             self._prefetcher.close()
             self._prefetcher = None

@@ -261,6 +261,9 @@ class AccelNGPModelConfig(AccelModelConfig):
     def reads_alpha(self) -> bool:
         return True
 
+    def weighs_rays(self) -> bool:
+        return True
+
     def hard_mining_pays(self, device_type: str, scene: SceneFacts) -> bool:
         """On a CPU with the occupancy sampler mining reuses the culling pass: ahead at equal time in two pairs of
         three, cheaper per step (lego). With the proposal sampler it was behind in every pair (fruit, CPU). On
@@ -580,13 +583,22 @@ class AccelNGPModel(AccelModel):
     def get_loss_dict(
         self, outputs: Dict[str, Tensor], batch: Dict[str, Tensor], metrics_dict=None
     ) -> Dict[str, Tensor]:
-        image = batch["image"].to(self.device)
-        target = composite_ground_truth(image, outputs["background"])
-        losses = {"rgb_loss": torch.mean((outputs["rgb"] - target) ** 2)}
+        errors = self._squared_errors(outputs, batch)
+        weights = batch.get("ray_weights")
+        losses = {"rgb_loss": torch.mean(errors if weights is None else errors * weights.to(errors))}
         losses.update({name: outputs[name] for name in self.sampler.loss_names if name in outputs})
         if self.training and self.own_block in (None, 0):  # on ranks, rank 0 alone: they sum shared gradients
             self.camera_optimizer.get_loss_dict(losses)
         return losses
+
+    def _squared_errors(self, outputs: Dict[str, Tensor], batch: Dict[str, Tensor]) -> Float[Tensor, " R"]:
+        """Each ray's squared colour error against its ground truth over the same background, mean over channels."""
+        target = composite_ground_truth(batch["image"].to(self.device), outputs["background"])
+        return torch.mean((outputs["rgb"] - target) ** 2, dim=-1)
+
+    def ray_errors(self, outputs: Dict[str, Tensor], batch: Dict[str, Tensor]) -> Float[Tensor, " R"]:
+        with torch.no_grad():
+            return self._squared_errors(outputs, batch)
 
     def get_image_metrics_and_images(
         self, outputs: Dict[str, Tensor], batch: Dict[str, Tensor]

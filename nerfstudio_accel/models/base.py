@@ -96,6 +96,11 @@ class AccelModelConfig(ModelConfig):
         """Whether the model blends its own background into RGBA images (the data parser keeps alpha)."""
         return False
 
+    def weighs_rays(self) -> bool:
+        """Whether the model's colour loss multiplies each ray by the batch's ``ray_weights`` and its
+        :meth:`AccelModel.ray_errors` gives each ray's squared error (error-guided ray sampling needs both)."""
+        return False
+
     def hard_mining_pays(self, device_type: str, scene: SceneFacts) -> bool:
         """Whether hard sample mining measured ahead of ordinary training at equal time for this resolved
         config on ``device_type`` and this kind of ``scene``: ``--pipeline.hard-mining auto`` follows it
@@ -146,6 +151,11 @@ class AccelModel(Model, ABC):
         samples = self.sample(ray_bundle)
         with torch.no_grad(), phase("scoring forward"):
             return (samples, *self.field_raw(samples))
+
+    def ray_errors(self, outputs: Dict[str, Tensor], batch: Dict[str, Tensor]) -> Float[Tensor, " R"]:
+        """Each training ray's squared colour error, averaged over channels, without a graph (for a model whose
+        config :meth:`~AccelModelConfig.weighs_rays`)."""
+        raise NotImplementedError(f"{type(self).__name__} does not give per-ray errors")
 
     def rank_owned_parameters(self) -> Optional[List[Parameter]]:
         """Training one block of a split scene per rank: the parameters this rank alone holds and updates (its

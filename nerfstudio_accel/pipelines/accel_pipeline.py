@@ -30,7 +30,7 @@ from torch import Tensor
 
 from nerfstudio_accel import distributed
 from nerfstudio_accel.data import scene_identity
-from nerfstudio_accel.data.prefetching_datamanager import AccelDataManager
+from nerfstudio_accel.data.prefetching_datamanager import AccelDataManager, AccelDataManagerConfig
 from nerfstudio_accel.data.scene_checks import SceneFacts, check_scene
 from nerfstudio_accel.errors import ConfigError
 from nerfstudio_accel.models.base import AccelModel, AccelModelConfig
@@ -79,9 +79,23 @@ class AccelPipelineConfig(DynamicBatchPipelineConfig):
             self.max_num_rays_per_batch = 1 << 16 if on_cuda else 1 << 12
         self.model.spatial_blocks = self.spatial_blocks
         self.model.resolve(device_type, scene)
+        self._check_error_guided_rays()
         self.scene_path = str(self.scene_data_path().resolve())
         self.scene_fingerprint = scene_identity.scene_fingerprint(self.scene_data_path())
         return scene
+
+    def _check_error_guided_rays(self) -> None:
+        """Raise :class:`~nerfstudio_accel.errors.ConfigError` (one line) where error-guided rays are asked for
+        and cannot work: values out of range, a model that does not weigh rays, a split scene."""
+        if not isinstance(self.datamanager, AccelDataManagerConfig) or not self.datamanager.error_guided_rays.enabled:
+            return
+        self.datamanager.error_guided_rays.check()
+        flag = "--pipeline.datamanager.error-guided-rays.enabled"
+        if not self.model.weighs_rays():
+            model = type(self.model).__name__.removesuffix("Config")
+            raise ConfigError(f"{flag}: {model} does not weigh its rays' losses; leave it off")
+        if self.spatial_blocks != 1:
+            raise ConfigError(f"{flag} draws one model's rays; with --pipeline.spatial-blocks above 1 leave it off")
 
     def scene_data_path(self) -> Path:
         """The scene folder the data manager will read (``--data`` wins over the parser's own)."""
@@ -137,6 +151,8 @@ class AccelPipeline(DynamicBatchPipeline):
         with phase("ray batch"):
             ray_bundle, batch = self.datamanager.next_train(step)
         outputs, loss_dict, metrics = self.batch_loss(ray_bundle, batch, timed)
+        if self.datamanager.error_map is not None:
+            self.datamanager.error_map.record(batch["indices"], self.model.ray_errors(outputs, batch))
         self._after_training_batch(len(ray_bundle), metrics)
         return outputs, loss_dict, metrics
 
