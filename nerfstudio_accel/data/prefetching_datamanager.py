@@ -16,7 +16,8 @@ steps late.
 Batches are drawn from the pixel sampler's own generator (:mod:`.seeded_pixel_sampler`; patches for
 ``--pipeline.datamanager.patch-size`` above 1 too), so at a fixed batch size ``K = 2`` yields exactly the
 batches ``K = 0`` yields for the same seed, in the same order. (With the dynamic ray batch the sizes
-differ by the lag, and so do the draws that follow.)
+differ by the lag, and so do the draws that follow; with error-guided rays, :mod:`.error_guided_rays`, each
+batch reads the error map ``K + 1`` steps behind, so ``K`` changes the draws too.)
 """
 
 from __future__ import annotations
