@@ -4,8 +4,10 @@ Each training image is cut into tiles (at most ``cells`` per side). A tile keeps
 each step, every tile the batch drew from moves ``rate`` of the way toward the mean squared error of its
 rays. Pixels are drawn tile first, tile ``t`` with probability ``q_t = (1 - u) e_t / sum(e) + u n_t / N``
 (``n_t`` pixels in the tile, ``N`` in all images, ``u`` the uniform share), then uniformly inside it. Each
-ray carries the weight ``n_t / (N q_t)`` (at most ``1 / u``) that its loss is multiplied by, so the
-expected loss is the uniform draw's: the map changes which pixels are seen often, not what is learned.
+ray carries the weight ``n_t / (N q_t)`` (at most ``1 / u``) that its colour loss is multiplied by, so the
+expected colour loss is the uniform draw's: the map changes which pixels are seen often, not what the colour
+loss asks for. (A sampler's own losses, the proposal sampler's, and the training PSNR are still plain means
+over the drawn rays.)
 Tiles start at error 1 (above any colour's squared error), so unseen tiles are drawn first.
 
 The training step writes the map; the batch producer thread reads it. Batch ``k`` draws from the map as
@@ -103,7 +105,10 @@ class PixelErrorMap:
     def _distribution(self) -> Distribution:
         errors = self.errors.double()
         share = self.config.uniform_share
-        probability = (1.0 - share) * errors / errors.sum() + share * self.tile_pixels / self.tile_pixels.sum()
+        probability = (1.0 - share) * errors / errors.sum().clamp(
+            min=1e-30
+        ) + share * self.tile_pixels / self.tile_pixels.sum()
+        probability = probability / probability.sum()  # all-zero errors: the uniform share alone
         return torch.cumsum(probability, 0), probability
 
     def record(self, indices: Int[Tensor, "n 3"], errors: Float[Tensor, " n"]) -> None:

@@ -173,6 +173,11 @@ class AccelDataManagerConfig(VanillaDataManagerConfig):
     error_guided_rays: ErrorGuidedRaysConfig = field(default_factory=ErrorGuidedRaysConfig)
     """Draw training rays in proportion to an error map of past losses (:mod:`.error_guided_rays`)."""
 
+    def __setstate__(self, state: Dict[str, Any]) -> None:
+        """A config.yml written before error-guided rays existed opens with them off."""
+        self.__dict__.update(state)
+        self.__dict__.setdefault("error_guided_rays", ErrorGuidedRaysConfig())
+
 
 class AccelDataManager(VanillaDataManager):
     """See the module docstring. Also records, for the trainer, the rays of the batch just handed out and
@@ -197,7 +202,7 @@ class AccelDataManager(VanillaDataManager):
         self._rays_per_rank: Optional[float] = None
         self.error_map: Optional[PixelErrorMap] = None
         """The error map training rays are drawn from; None when they are drawn uniformly."""
-        if config.error_guided_rays.enabled and self.train_dataset is not None and self.test_mode == "val":
+        if config.error_guided_rays.enabled and self.train_dataset is not None and self.test_mode != "inference":
             self.error_map = self._error_map()
 
     def _error_map(self) -> PixelErrorMap:

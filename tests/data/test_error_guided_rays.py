@@ -41,7 +41,7 @@ def test_uniform_draws_reach_every_pixel_with_weight_one():
 
 def recorded_map(**config) -> PixelErrorMap:
     """A map whose first image's tiles erred 16x the others' (one step; the draw distribution published)."""
-    errors = error_map(refresh_steps=1, rate=1.0, **config)
+    errors = error_map(cells=4, refresh_steps=1, rate=1.0, **config)  # 3x2 tiles, smaller ones at the edges
     pixels = every_pixel(3, 10, 7)
     errors.record(pixels, torch.where(pixels[:, 0] == 0, 0.16, 0.01))
     return errors
@@ -58,6 +58,7 @@ def test_draws_follow_the_error_map_and_each_weight_makes_the_pixel_uniform():
     _, probability = errors._published[1]
     pixel_probability = probability[tiles] / errors.tile_pixels[tiles]
     assert torch.allclose(pixel_probability * weights.double(), torch.full_like(pixel_probability, 1 / 210), rtol=1e-5)
+    assert len(set(errors.tile_pixels[tiles].tolist())) > 1  # edge tiles drawn too
     expected_share = 0.75 * 16 / 18 + 0.25 / 3
     assert abs(float((indices[:, 0] == 0).double().mean()) - expected_share) < 0.01
     assert float(weights.max()) <= 1 / 0.25 + 1e-5
@@ -87,6 +88,14 @@ def test_tiles_move_toward_their_rays_errors_and_a_non_finite_step_moves_none():
     errors.record(pixels, torch.tensor([0.2, float("nan"), 0.0]))
     assert torch.equal(errors.errors, before)
     assert errors._recorded == 2
+
+
+def test_all_zero_errors_draw_uniformly():
+    errors = error_map(cells=4, refresh_steps=1, rate=1.0)
+    pixels = every_pixel(3, 10, 7)
+    errors.record(pixels, torch.zeros(pixels.shape[0]))
+    _, probability = errors._distribution()
+    assert torch.allclose(probability, errors.tile_pixels / 210)
 
 
 def draws_when(record_early: bool, lag: int = 2, refresh: int = 3, batches: int = 12) -> list:
@@ -185,8 +194,42 @@ def test_training_steps_record_their_errors_and_later_batches_carry_weights(tiny
         _, batch = datamanager.next_train(6)
         assert batch["ray_weights"].shape == (batch["image"].shape[0],)
         assert float(batch["ray_weights"].std()) > 0
+        for ray in range(0, batch["image"].shape[0], 97):  # each ray's ground truth is its pixel's
+            image, row, column = batch["indices"][ray].tolist()
+            pixel = datamanager.train_dataset[image]["image"][row, column]
+            assert torch.allclose(batch["image"][ray], pixel), ray
     finally:
         datamanager.close()
+
+
+def test_the_benchmark_s_test_mode_draws_from_the_map_too(tiny_scene, tmp_path):
+    """ns-accel-bench sets the trainer up in test mode (evaluation on the test split): training there must
+    still draw by the error map."""
+    torch.manual_seed(0)
+    trainer = make_trainer(
+        tiny_scene, tmp_path, test_mode="test", pipeline={"datamanager.error_guided_rays.enabled": True}
+    )
+    try:
+        assert trainer.pipeline.datamanager.error_map is not None
+        assert "ray_weights" in trainer.pipeline.datamanager.next_train(0)[1]
+    finally:
+        trainer.pipeline.datamanager.close()
+
+
+def test_a_config_written_before_error_guided_rays_opens_with_them_off():
+    """config.yml of an earlier run (ns-eval, ns-render, ns-viewer load it without calling __init__)."""
+    import re
+
+    import yaml
+
+    from nerfstudio_accel.data.prefetching_datamanager import AccelDataManagerConfig
+
+    text = yaml.dump(AccelDataManagerConfig())
+    old_text = re.sub(r"error_guided_rays: .*\n(  .*\n)*", "", text)
+    assert "error_guided_rays" not in old_text and "prefetch_batches" in old_text
+    loaded = yaml.load(old_text, Loader=yaml.Loader)
+    assert loaded.error_guided_rays == AccelDataManagerConfig().error_guided_rays
+    assert not loaded.error_guided_rays.enabled
 
 
 def test_the_colour_loss_is_the_weighted_mean_of_the_rays_errors(tiny_scene, tmp_path):
