@@ -193,6 +193,7 @@ MIRRORED_LAYERS = ("kernels", "ops", "fields", "sampling")
 """Folders whose every module has its tests in ``tests/<folder>/test_<module>.py`` (a leading ``_`` dropped), or
 in the file :data:`TESTED_IN` names."""
 TESTED_IN = {
+    "kernels/density_network.py": "kernels/test_culling_numba.py",
     "kernels/hash_encoding_numba.py": "ops/test_hash_encoding_backends.py",
     "kernels/hash_layout.py": "encodings/test_hash_encoding.py",
     "kernels/lattice.py": "ops/test_marching.py",

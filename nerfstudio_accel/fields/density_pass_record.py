@@ -21,6 +21,7 @@ from jaxtyping import Float, Int
 from torch import Tensor
 
 from nerfstudio_accel.fields.hash_grid_field import HashGridField
+from nerfstudio_accel.kernels.density_network import DensityNetwork
 from nerfstudio_accel.sampling.base import DensityRecord
 
 
@@ -61,6 +62,17 @@ class DensityPassRecord(DensityRecord):
         self._calls += 1
         self._seen += points.shape[0]
         return density
+
+    def density_network(self) -> Optional[DensityNetwork]:
+        """The field's (:meth:`HashGridField.density_network`) until the record's first call."""
+        return self.field.density_network() if self._calls == 0 else None
+
+    def keep_encoded(self, positions: Float[Tensor, "n_samples 3"], encodings: Float[Tensor, "n_samples enc"]) -> None:
+        """Hold the kept samples' encodings and, with ``keep_heads``, their density heads (computed here)."""
+        self._encodings = [encodings]
+        if self.keep_heads:
+            self._heads = [self.field.density_head(positions, encodings)]
+        self._kept = torch.arange(encodings.shape[0], device=encodings.device)
 
     @property
     def held_rows(self) -> int:

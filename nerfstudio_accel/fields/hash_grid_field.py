@@ -20,7 +20,9 @@ from nerfstudio.field_components.mlp import MLP
 from torch import Tensor, nn
 
 from nerfstudio_accel.encodings.hash_encoding import MultiresHashEncoding
+from nerfstudio_accel.kernels.density_network import DensityNetwork
 from nerfstudio_accel.kernels.hash_layout import HashGridLayout
+from nerfstudio_accel.ops.hash_encoding import cached_level_tensors, fused_culling_reads
 
 MAX_LOG_DENSITY = 60.0
 """Cap on the density exponent: ``exp(60)`` per world unit is opaque over any interval, and finite."""
@@ -168,6 +170,37 @@ class HashGridField(nn.Module):
     def reuses_encodings(self) -> bool:
         """Whether ``encodings`` handed to :meth:`density_head` save the hash encoding's forward."""
         return self.position_encoding.reuses_values
+
+    def density_network(self) -> Optional[DensityNetwork]:
+        """The density as the fused CPU culling kernel reads it (:mod:`~nerfstudio_accel.kernels.culling_numba`),
+        where it runs this field's: the ``kernel`` hash backend on the CPU, a float32 table and the torch density
+        MLP; None elsewhere (the culling pass then calls :meth:`density_head`)."""
+        mlp = self.density_mlp
+        if (
+            not fused_culling_reads(self.position_encoding.backend, self.aabb.device)
+            or self.position_encoding.table.dtype != torch.float32
+            or mlp.tcnn_encoding is not None
+            or len(mlp.layers) != 2
+            or not isinstance(mlp.activation, nn.ReLU)
+            or mlp.out_activation is not None
+        ):
+            return None
+        hidden, output = mlp.layers
+        layout = self.position_encoding.layout
+        weights = self.level_weights if self.level_weights is not None else torch.ones(layout.out_dim)
+        return DensityNetwork(
+            table=self.position_encoding.table.detach().reshape(-1, layout.features_per_level),
+            levels=cached_level_tensors(layout, torch.device("cpu")),
+            level_weights=weights.detach().float(),
+            hidden_weight=hidden.weight.detach().t(),
+            hidden_bias=hidden.bias.detach(),
+            density_weight=output.weight.detach()[0],
+            density_bias=float(output.bias.detach()[0]),
+            max_log_density=MAX_LOG_DENSITY,
+            aabb=self.aabb,
+            contract=self.contract,
+            region=self.grid_region,
+        )
 
     def encode(self, positions: Float[Tensor, "n 3"]) -> Float[Tensor, "n enc"]:
         """The hash encoding of world ``positions`` (the density MLP's input)."""

@@ -65,7 +65,7 @@ def hash_encode(
     if backend == "kernel":
         out_dtype = _output_dtype(points) if known is None else known.dtype
         if kernel_variant_runs(points.device.type, out_dtype, points.requires_grad):
-            levels = _level_tensors(layout, points.device)
+            levels = cached_level_tensors(layout, points.device)
             return FusedHashEncoding.apply(points, table.float(), levels, layout.features_per_level, out_dtype, known)
     return encode_torch(points, table, layout)
 
@@ -73,6 +73,12 @@ def hash_encode(
 def reuses_known_values(backend: str) -> bool:
     """Whether :func:`hash_encode` on ``backend`` returns ``known`` values rather than encoding again."""
     return backend == "kernel"
+
+
+def fused_culling_reads(backend: str, device: torch.device) -> bool:
+    """Whether the fused culling kernel (:mod:`~nerfstudio_accel.kernels.culling_numba`) reads a table encoded on
+    ``backend`` on ``device``: the ``kernel`` backend's CPU table, whose layout and float32 sums it shares."""
+    return backend == "kernel" and device.type == "cpu"
 
 
 def _output_dtype(points: Tensor) -> torch.dtype:
@@ -84,7 +90,7 @@ def _output_dtype(points: Tensor) -> torch.dtype:
 
 
 @functools.lru_cache(maxsize=None)
-def _level_tensors(layout: HashGridLayout, device: torch.device) -> LevelTensors:
+def cached_level_tensors(layout: HashGridLayout, device: torch.device) -> LevelTensors:
     """Per-level constants of ``layout`` on ``device`` (built once per layout and device)."""
     return layout.level_tensors(device)
 

@@ -5,12 +5,13 @@ Packed samples are ``n_samples`` intervals ``[t_starts, t_ends]`` sorted by ray 
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Dict, Optional, Tuple
 
 from jaxtyping import Bool, Float, Int
 from torch import Tensor
 
-from nerfstudio_accel.ops import _torch_impl
+from nerfstudio_accel.kernels.density_network import DensityNetwork
+from nerfstudio_accel.ops import _torch_impl, precision
 
 
 def render_weight_from_density(
@@ -77,6 +78,41 @@ def render_visibility_from_density(
         )
     return _torch_impl.render_visibility_from_density(
         t_starts, t_ends, sigmas, ray_indices, n_rays, early_stop_eps=early_stop_eps, alpha_threshold=alpha_threshold
+    )
+
+
+def visibility_with_density_network(
+    network: DensityNetwork,
+    ray_indices: Int[Tensor, " n_samples"],
+    t_starts: Float[Tensor, " n_samples"],
+    t_ends: Float[Tensor, " n_samples"],
+    origins: Float[Tensor, "n_rays 3"],
+    directions: Float[Tensor, "n_rays 3"],
+    early_stop_eps: float,
+    alpha_threshold: float,
+    backend: str,
+) -> Optional[Tuple[Bool[Tensor, " n_samples"], Float[Tensor, "n_samples enc"], Dict[str, int]]]:
+    """:func:`render_visibility_from_density` of ray-sorted candidates at the midpoints of their intervals along
+    ``origins + t directions``, with the densities computed in the same pass by ``network``, reading no candidate
+    behind a ray's early stop: the ``kernel`` backend on the CPU
+    (:func:`~nerfstudio_accel.kernels.culling_numba.cull_fused`: the visible samples, an ``(n_samples, enc)``
+    buffer whose visible rows hold their encodings, and the counts ``evaluated`` and ``alpha_culled``). None on
+    other backends and devices: the caller evaluates the densities and calls
+    :func:`render_visibility_from_density`."""
+    if backend != "kernel" or origins.device.type != "cpu":
+        return None
+    from nerfstudio_accel.kernels.culling_numba import cull_fused
+
+    return cull_fused(
+        network,
+        ray_indices,
+        t_starts,
+        t_ends,
+        origins,
+        directions,
+        alpha_threshold,
+        early_stop_eps,
+        precision.OPTICAL_DEPTH_CAP,
     )
 
 

@@ -17,6 +17,7 @@ import torch
 from jaxtyping import Float, Int
 from torch import Tensor, nn
 
+from nerfstudio_accel.kernels.density_network import DensityNetwork
 from nerfstudio_accel.ops.backends import ResolvedSamplerBackend
 from nerfstudio_accel.sampling.packed import PackedSamples
 
@@ -51,6 +52,17 @@ class DensityRecord(ABC):
     @abstractmethod
     def keep(self, rows: Int[Tensor, " n_samples"]) -> None:
         """The returned samples, in order, are the points at these rows of all calls' points in call order."""
+
+    def density_network(self) -> Optional[DensityNetwork]:
+        """This record's density in the form a fused culling kernel computes it, before the record's first call
+        (the sampler may then cull without calling it, handing it the kept samples by :meth:`keep_encoded`);
+        None: only through calls."""
+        return None
+
+    def keep_encoded(self, positions: Float[Tensor, "n_samples 3"], encodings: Float[Tensor, "n_samples enc"]) -> None:
+        """Instead of calls and :meth:`keep`: a fused culling pass over :meth:`density_network` kept the samples at
+        ``positions`` (world units, in order), whose encodings it computed."""
+        raise NotImplementedError(f"{type(self).__name__} has no density network")
 
 
 def ray_bounds(

@@ -15,7 +15,7 @@ import torch
 from jaxtyping import Float, Int
 from torch import Tensor
 
-from nerfstudio_accel.ops.volume_rendering import render_visibility_from_density
+from nerfstudio_accel.ops.volume_rendering import render_visibility_from_density, visibility_with_density_network
 from nerfstudio_accel.sampling.base import DensityFn, DensityRecord
 from nerfstudio_accel.sampling.front_to_back_culling import densities_front_to_back, rows_in_call_order
 
@@ -82,6 +82,13 @@ def cull_marched(
     :func:`least_visible_density` (of the smallest threshold), then the kept candidates' rows in its call order."""
     per_candidate = isinstance(alpha_threshold, ThresholdPerCandidate)
     least = alpha_threshold.least if per_candidate else alpha_threshold
+    network = density_fn.density_network() if isinstance(density_fn, DensityRecord) and not per_candidate else None
+    if network is not None:
+        fused = visibility_with_density_network(
+            network, ray_indices, t_starts, t_ends, origins, directions, early_stop_eps, least, backend
+        )
+        if fused is not None:
+            return _kept_by_fused_pass(fused, density_fn, ray_indices, t_starts, t_ends, origins, directions)
     if isinstance(density_fn, DensityRecord) and 0.0 < least < 1.0:  # it holds rows that can be kept
         density_fn.drop_below(least_visible_density(least, t_starts, t_ends))
     positions = origins.float()[ray_indices] + directions.float()[ray_indices] * (0.5 * (t_starts + t_ends))[:, None]
@@ -122,3 +129,22 @@ def cull_marched(
     if isinstance(density_fn, DensityRecord):
         density_fn.keep(rows_in_call_order(keep, evaluated, t_starts.numel()))
     return keep, counts
+
+
+def _kept_by_fused_pass(
+    fused: Tuple[Tensor, Tensor, Dict[str, int]],
+    record: DensityRecord,
+    ray_indices: Int[Tensor, " n"],
+    t_starts: Float[Tensor, " n"],
+    t_ends: Float[Tensor, " n"],
+    origins: Float[Tensor, "n_rays 3"],
+    directions: Float[Tensor, "n_rays 3"],
+) -> Tuple[Int[Tensor, " k"], Dict[str, Union[int, Tensor]]]:
+    """:func:`cull_marched`'s result from a fused pass's visible candidates, kept encodings and counts, the record
+    handed the kept samples' positions and encodings."""
+    visible, encodings, counts = fused
+    keep = torch.nonzero(visible).reshape(-1)
+    rays = ray_indices[keep]
+    positions = origins.float()[rays] + directions.float()[rays] * (0.5 * (t_starts[keep] + t_ends[keep]))[:, None]
+    record.keep_encoded(positions, encodings[keep])
+    return keep, {"candidates": t_starts.numel(), "kept": keep.numel(), **counts}

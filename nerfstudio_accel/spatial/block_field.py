@@ -95,6 +95,11 @@ class BlockFields(nn.Module):
     def reuses_encodings(self) -> bool:
         return self.field_list()[0].reuses_encodings
 
+    def density_network(self) -> None:
+        """None: the fused culling kernel reads one field's density; a split scene's culling pass calls
+        :meth:`density_head`, which sends each point to its cell's field."""
+        return None
+
     def cell_rows(self, positions: Float[Tensor, "n 3"]) -> List[Int[Tensor, " m"]]:
         """Per cell held, the rows of ``positions`` in it (each row in exactly one cell); every row for
         :attr:`own_block`."""

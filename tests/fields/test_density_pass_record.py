@@ -31,6 +31,9 @@ class BallField:
     def activate_density(self, raw: torch.Tensor) -> torch.Tensor:
         return torch.exp(raw)
 
+    def density_network(self) -> None:
+        return None  # no fused form: the culling pass calls the record
+
 
 def rays(n_rays: int = 300, seed: int = 11):
     generator = torch.Generator().manual_seed(seed)

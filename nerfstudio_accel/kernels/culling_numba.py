@@ -1,0 +1,214 @@
+"""The culling density pass fused into one CPU kernel (numba): each ray's marched candidates are placed, hash-encoded,
+run through the density MLP and composited front to back, and the ray stops at the first candidate its
+transmittance can no longer show.
+
+The unfused pass (:func:`~nerfstudio_accel.sampling.culling_pass.cull_marched` through a density function) writes
+every candidate's position, encoding and hidden activations to memory and reads them back, op by op, and reads
+candidates behind a surface in rounds. Here one thread walks a ray at a time with the point's 32 features and 64
+hidden units in its own buffers, and reads no candidate after the ray is opaque. The kept rule is the reference's:
+transmittance before a candidate at least ``early_stop_eps`` (a float64 running sum of capped optical depths) and
+opacity at least ``alpha_threshold``. Positions, unit coordinates and encodings are computed in the reference's
+float32 order, so they match it bit for bit; the MLP's sums run in another order than a BLAS matmul, so densities
+agree to float32 rounding (a candidate on a threshold's edge can fall the other way).
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from typing import Any, Callable, Dict, Tuple
+
+import numba
+import numpy as np
+import torch
+from jaxtyping import Bool, Float, Int
+from torch import Tensor
+
+from nerfstudio_accel.kernels.density_network import DensityNetwork
+from nerfstudio_accel.kernels.hash_encoding_numba import corner_row, lattice_cell
+from nerfstudio_accel.kernels.hash_layout import HASH_PRIMES
+from nerfstudio_accel.kernels.threads import PARALLEL_KERNELS, choose_threading_layer
+
+choose_threading_layer()
+
+_ZERO = np.float32(0.0)
+_HALF = np.float32(0.5)
+_ONE = np.float32(1.0)
+_TWO = np.float32(2.0)
+_FOUR = np.float32(4.0)
+
+
+@numba.njit(inline="always")
+def _unit_coordinate(value):
+    """NaN reads as 0 and the rest is clamped to [0, 1], as the hash encoding takes its points."""
+    if value != value:
+        return _ZERO
+    return min(max(value, _ZERO), _ONE)
+
+
+@numba.njit(inline="always")
+def _contracted(p0, p1, p2, lower, upper, region, use_region):
+    """Inf-norm scene contraction of a world point to [0, 1]^3 (the box in the central half), then stretched from
+    ``region`` when ``use_region``, in the reference's float32 order."""
+    c0 = (p0 - _HALF * (lower[0] + upper[0])) / (_HALF * (upper[0] - lower[0]))
+    c1 = (p1 - _HALF * (lower[1] + upper[1])) / (_HALF * (upper[1] - lower[1]))
+    c2 = (p2 - _HALF * (lower[2] + upper[2])) / (_HALF * (upper[2] - lower[2]))
+    magnitude = max(abs(c0), abs(c1), abs(c2), np.float32(1e-6))
+    if magnitude >= _ONE:
+        shrink = _TWO - _ONE / magnitude
+        c0, c1, c2 = shrink * (c0 / magnitude), shrink * (c1 / magnitude), shrink * (c2 / magnitude)
+    u0, u1, u2 = (c0 + _TWO) / _FOUR, (c1 + _TWO) / _FOUR, (c2 + _TWO) / _FOUR
+    if use_region:
+        u0 = (u0 - region[0, 0]) / (region[1, 0] - region[0, 0])
+        u1 = (u1 - region[0, 1]) / (region[1, 1] - region[0, 1])
+        u2 = (u2 - region[0, 2]) / (region[1, 2] - region[0, 2])
+    return u0, u1, u2
+
+
+@numba.njit(fastmath=True, cache=True)
+def _raw_density(code, level_weights, hidden_weight, hidden_bias, density_weight, density_bias, units):
+    """The density MLP's raw output for one point's ``code`` (fast-math: the sums reassociate, as a BLAS
+    matmul's do); ``units`` is scratch for the hidden layer."""
+    hidden = hidden_weight.shape[1]
+    for j in range(hidden):
+        units[j] = hidden_bias[j]
+    for k in range(code.shape[0]):
+        x = code[k] * level_weights[k]
+        for j in range(hidden):
+            units[j] += hidden_weight[k, j] * x
+    raw = density_bias
+    for j in range(hidden):
+        if units[j] > _ZERO:
+            raw += density_weight[j] * units[j]
+    return raw
+
+
+@functools.lru_cache(maxsize=None)
+def culling_kernel(features: int) -> Callable[..., None]:
+    """The fused culling kernel for ``features`` per level (a compile-time constant, as the encoding kernels')."""
+    prime_x, prime_y, prime_z = (np.int64(prime) for prime in HASH_PRIMES)
+
+    @numba.njit(parallel=True, cache=True)
+    def cull_rays(
+        ray_starts, origins, directions, t_starts, t_ends, aabb, contract, region, use_region,
+        table, scales, resolutions, offsets, dense, level_weights, hidden_weight, hidden_bias, density_weight,
+        density_bias, max_log_density, early_stop_eps, alpha_threshold, depth_cap, keep, encodings, evaluated, alpha_culled,
+    ):  # fmt: skip
+        """Per ray ``r`` (candidates ``ray_starts[r]:ray_starts[r + 1]``): ``keep``, the kept candidates'
+        ``encodings`` rows, and the candidates ``evaluated`` and ``alpha_culled`` (of those) per ray."""
+        num_levels = scales.shape[0]
+        width = num_levels * features
+        hidden = hidden_weight.shape[1]
+        lower, upper = aabb[0], aabb[1]
+        for ray in numba.prange(ray_starts.shape[0] - 1):
+            code = np.empty(width, dtype=np.float32)
+            units = np.empty(hidden, dtype=np.float32)
+            depth = np.float64(0.0)
+            count, culled = 0, 0
+            for i in range(ray_starts[ray], ray_starts[ray + 1]):
+                if math.exp(-depth) < early_stop_eps:
+                    break
+                t_mid = _HALF * (t_starts[i] + t_ends[i])
+                p0 = origins[ray, 0] + directions[ray, 0] * t_mid
+                p1 = origins[ray, 1] + directions[ray, 1] * t_mid
+                p2 = origins[ray, 2] + directions[ray, 2] * t_mid
+                if contract:
+                    u0, u1, u2 = _contracted(p0, p1, p2, lower, upper, region, use_region)
+                else:
+                    u0 = (p0 - lower[0]) / (upper[0] - lower[0])
+                    u1 = (p1 - lower[1]) / (upper[1] - lower[1])
+                    u2 = (p2 - lower[2]) / (upper[2] - lower[2])
+                u0, u1, u2 = _unit_coordinate(u0), _unit_coordinate(u1), _unit_coordinate(u2)
+                for level in range(num_levels):
+                    scale, start, resolution = scales[level], offsets[level], resolutions[level]
+                    entries = offsets[level + 1] - start
+                    gx, fx = lattice_cell(u0, scale)
+                    gy, fy = lattice_cell(u1, scale)
+                    gz, fz = lattice_cell(u2, scale)
+                    for f in range(features):
+                        code[level * features + f] = _ZERO
+                    for corner in range(8):
+                        bx, by, bz = corner & 1, (corner >> 1) & 1, (corner >> 2) & 1
+                        weight = (fx if bx else _ONE - fx) * (fy if by else _ONE - fy) * (fz if bz else _ONE - fz)
+                        row = start + corner_row(
+                            gx + bx, gy + by, gz + bz, resolution, entries, dense[level], prime_x, prime_y, prime_z
+                        )
+                        for f in range(features):
+                            code[level * features + f] += weight * table[row, f]
+                raw = _raw_density(code, level_weights, hidden_weight, hidden_bias, density_weight, density_bias, units)
+                sigma = np.float32(math.exp(min(raw - _ONE, max_log_density)))
+                sigma_dt = sigma * (t_ends[i] - t_starts[i])
+                alpha = _ONE - np.float32(math.exp(-sigma_dt))
+                count += 1
+                if alpha_threshold <= 0.0 or alpha >= alpha_threshold:
+                    keep[i] = True
+                    for k in range(width):
+                        encodings[i, k] = code[k]
+                elif alpha < alpha_threshold:  # a NaN opacity is neither kept nor counted, as in the reference
+                    culled += 1
+                optical_depth = np.float64(sigma_dt)
+                depth += depth_cap if not optical_depth <= depth_cap else optical_depth
+            evaluated[ray] = count
+            alpha_culled[ray] = culled
+
+    return cull_rays
+
+
+def cull_fused(
+    network: DensityNetwork,
+    ray_indices: Int[Tensor, " n"],
+    t_starts: Float[Tensor, " n"],
+    t_ends: Float[Tensor, " n"],
+    origins: Float[Tensor, "n_rays 3"],
+    directions: Float[Tensor, "n_rays 3"],
+    alpha_threshold: float,
+    early_stop_eps: float,
+    optical_depth_cap: float,
+) -> Tuple[Bool[Tensor, " n"], Float[Tensor, "n enc"], Dict[str, int]]:
+    """Which ray-sorted packed candidates the culling pass keeps, an ``(n, enc)`` buffer whose kept rows hold their
+    (unweighted) encodings (the other rows are not written), and the counts ``evaluated`` and ``alpha_culled``.
+    CPU tensors; a candidate's optical depth adds at most ``optical_depth_cap`` (NaN counts as it)."""
+    n_rays, n = origins.shape[0], ray_indices.shape[0]
+    features = network.table.shape[1]
+    keep = torch.zeros(n, dtype=torch.bool)
+    encodings = torch.empty(n, network.levels.scales.shape[0] * features, dtype=torch.float32)
+    evaluated = torch.zeros(n_rays, dtype=torch.int64)
+    alpha_culled = torch.zeros(n_rays, dtype=torch.int64)
+    ray_starts = torch.zeros(n_rays + 1, dtype=torch.int64)
+    torch.cumsum(torch.bincount(ray_indices, minlength=n_rays), 0, out=ray_starts[1:])
+    region = network.region if network.region is not None else torch.zeros(2, 3)
+    arrays: Tuple[Any, ...] = (
+        ray_starts.numpy(),
+        _floats(origins),
+        _floats(directions),
+        _floats(t_starts),
+        _floats(t_ends),
+        _floats(network.aabb),
+        network.contract,
+        _floats(region),
+        network.region is not None,
+        _floats(network.table),
+        network.levels.scales.numpy(),
+        network.levels.resolutions.numpy(),
+        network.levels.offsets.numpy(),
+        network.levels.dense.numpy(),
+        _floats(network.level_weights),
+        _floats(network.hidden_weight),
+        _floats(network.hidden_bias),
+        _floats(network.density_weight),
+        np.float32(network.density_bias),
+        np.float32(network.max_log_density),
+        np.float64(early_stop_eps),
+        np.float32(alpha_threshold),
+        np.float64(optical_depth_cap),
+    )
+    if n:
+        with PARALLEL_KERNELS:
+            culling_kernel(features)(*arrays, keep.numpy(), encodings.numpy(), evaluated.numpy(), alpha_culled.numpy())
+    counts = {"evaluated": int(evaluated.sum()), "alpha_culled": int(alpha_culled.sum())}
+    return keep, encodings, counts
+
+
+def _floats(tensor: Tensor) -> Any:
+    """A float32, contiguous numpy view (a copy where it must convert) of a CPU tensor."""
+    return tensor.detach().float().contiguous().numpy()
