@@ -190,9 +190,16 @@ def prepare(args: argparse.Namespace, argv: List[str]) -> Plan:
     return Plan(args, dataparser, device, specs, unsupported, _meta(args, dataparser, device, argv))
 
 
+def worker_command(request: Dict) -> List[str]:
+    """The worker process's command line. Not ``python -m``: that puts the working directory ahead of
+    ``PYTHONPATH``, so a bench started from another checkout's root would train that checkout's package."""
+    code = "import sys; del sys.path[0]; from nerfstudio_accel.bench.worker import main; sys.exit(main())"
+    return [sys.executable, "-c", code, json.dumps(request)]
+
+
 def run_worker(request: Dict, log_path: Path, on_event: Callable[[Dict], None]) -> Dict:
     """Run one method in a worker process; returns ``{"status": "ok", ...result}`` or ``{"status": "failed", "reason": ...}``."""
-    command = [sys.executable, "-m", "nerfstudio_accel.bench.worker", json.dumps(request)]
+    command = worker_command(request)
     outcome = None
     with open(log_path, "w") as log:
         process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=log, text=True)

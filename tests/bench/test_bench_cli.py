@@ -245,3 +245,19 @@ def test_console_script_reports_bad_input_in_one_line(run_cli, tmp_path: Path):
         "ns-accel-bench", "--data", tmp_path / "nope", "--methods", "accel-ngp", "--out", tmp_path / "out"
     )
     assert code == 2 and stderr.strip().startswith("ns-accel-bench: error: --data") and "Traceback" not in stderr
+
+
+def test_the_worker_trains_this_package_whatever_the_working_directory(tmp_path: Path):
+    """Started from a directory holding another ``nerfstudio_accel`` (another checkout's root), the worker still
+    imports the package the bench runs from (``python -m`` would import the other one)."""
+    import subprocess
+
+    decoy = tmp_path / "nerfstudio_accel"
+    (decoy / "bench").mkdir(parents=True)
+    (decoy / "__init__.py").write_text("raise RuntimeError('the decoy package was imported')\n")
+    (decoy / "bench" / "__init__.py").write_text("")
+    command = cli.worker_command({})
+    finished = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert "decoy" not in finished.stderr
+    assert str(Path(cli.__file__).with_name("worker.py")) in finished.stderr  # its traceback: {} is no request
+    assert finished.returncode != 0
