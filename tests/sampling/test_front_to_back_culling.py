@@ -167,71 +167,65 @@ def test_automatic_rounds_follow_the_last_batchs_candidates_per_kept_sample():
     assert torch.equal(kept[0].ray_indices, kept[1].ray_indices) and torch.equal(kept[0].t_starts, kept[1].t_starts)
 
 
-def test_accel_ngp_samples_and_renders_the_same_with_front_to_back_culling(tiny_scene, tmp_path):
-    """The flag reaches the sampler; on one trained model a training batch's samples and raw outputs, and an
-    evaluation render, are the same with it on and off (the torch hash backend: the kernel's field culls in one
-    fused pass, where rounds do not apply)."""
-    trainer = make_trainer(tiny_scene, tmp_path, model={"occupancy.culling_first_samples": 8, "hash_backend": "torch"})
+def assert_variant_samples_and_renders_as_one_pass(trainer, one_pass, variant, tolerance: float) -> None:
+    """On one trained model, ``one_pass()`` then ``variant()`` switch the culling pass (the first to the reference
+    that reads every candidate); a training batch's samples and raw outputs, and an evaluation render, are the same
+    with both, and the variant reads fewer densities."""
     model, sampler = trainer.pipeline.model, trainer.pipeline.model.own_sampler()
-    assert sampler.marching.culling_first_samples == 8
     run_steps(trainer, 0, 20)
     sampler.marching.early_stop_eps = 0.9999  # a young field is nowhere near opaque: stop rays at its first haze
     ray_bundle, _ = trainer.pipeline.datamanager.next_train(20)
     camera = trainer.pipeline.datamanager.eval_dataset.cameras[0:1]
-    forwards, renders, figures = {}, {}, {}
-    for first_samples in (0, 8):
-        sampler.marching.culling_first_samples = first_samples
+    forwards, renders, figures = [], [], []
+    for switch in (one_pass, variant):
+        switch()
         model.train()
         torch.manual_seed(1)  # the same stratified jitter
         with torch.no_grad():
-            forwards[first_samples] = model.sample_and_forward(ray_bundle)
-        figures[first_samples] = sampler.figures()
+            forwards.append(model.sample_and_forward(ray_bundle))
+        figures.append(sampler.figures())
         model.eval()
-        renders[first_samples] = model.get_outputs_for_camera(camera)
-    (plain, *plain_raw), (culled, *culled_raw) = forwards[0], forwards[8]
+        renders.append(model.get_outputs_for_camera(camera))
+    (plain, *plain_raw), (culled, *culled_raw) = forwards
     assert plain.ray_indices.numel() > 0
-    assert figures[8]["evaluated"] < figures[0]["evaluated"] == figures[0]["candidates"]
+    assert figures[1]["evaluated"] < figures[0]["evaluated"] == figures[0]["candidates"]
     assert torch.equal(culled.ray_indices, plain.ray_indices)
     assert torch.equal(culled.packed.t_starts, plain.packed.t_starts)
     for culled_values, plain_values in zip(culled_raw, plain_raw):
-        torch.testing.assert_close(culled_values, plain_values, atol=1e-6, rtol=1e-6)
+        torch.testing.assert_close(culled_values, plain_values, atol=tolerance, rtol=tolerance)
     assert renders[0]["accumulation"].max() > 0
     for key in ("rgb", "accumulation", "depth"):
-        torch.testing.assert_close(renders[8][key], renders[0][key], atol=1e-6, rtol=1e-5)
+        torch.testing.assert_close(renders[1][key], renders[0][key], atol=tolerance, rtol=1e-5)
+
+
+def test_accel_ngp_samples_and_renders_the_same_with_front_to_back_culling(tiny_scene, tmp_path):
+    """The flag reaches the sampler, and rounds change no sample (the torch hash backend: the kernel's field culls
+    in one fused pass, where rounds do not apply)."""
+    trainer = make_trainer(tiny_scene, tmp_path, model={"occupancy.culling_first_samples": 8, "hash_backend": "torch"})
+    marching = trainer.pipeline.model.own_sampler().marching
+    assert marching.culling_first_samples == 8
+
+    def rounds(first_samples: int):
+        return lambda: setattr(marching, "culling_first_samples", first_samples)
+
+    assert_variant_samples_and_renders_as_one_pass(trainer, rounds(0), rounds(8), tolerance=1e-6)
 
 
 def test_accel_ngp_samples_and_renders_the_same_with_the_fused_culling_pass(tiny_scene, tmp_path, monkeypatch):
-    """accel-ngp's CPU defaults cull in the fused kernel (reading no candidate behind a ray's stop); on one trained
-    model a training batch's samples and raw outputs, and an evaluation render, are those of the reference pass
-    (the field's densities through calls)."""
+    """accel-ngp's CPU defaults cull in the fused kernel (reading no candidate behind a ray's stop), which changes
+    no sample of the reference pass (the field's densities through calls)."""
     trainer = make_trainer(tiny_scene, tmp_path)
-    model, sampler = trainer.pipeline.model, trainer.pipeline.model.own_sampler()
-    run_steps(trainer, 0, 20)
-    sampler.marching.early_stop_eps = 0.9999  # a young field is nowhere near opaque: stop rays at its first haze
-    sampler.marching.culling_first_samples = 0  # the reference pass reads every candidate
-    ray_bundle, _ = trainer.pipeline.datamanager.next_train(20)
-    camera = trainer.pipeline.datamanager.eval_dataset.cameras[0:1]
-    forwards, renders, figures = {}, {}, {}
-    for fused in (True, False):
-        if not fused:
-            monkeypatch.setattr(HashGridField, "density_network", lambda self: None)
-        model.train()
-        torch.manual_seed(1)  # the same stratified jitter
-        with torch.no_grad():
-            forwards[fused] = model.sample_and_forward(ray_bundle)
-        figures[fused] = sampler.figures()
-        model.eval()
-        renders[fused] = model.get_outputs_for_camera(camera)
-    (plain, *plain_raw), (fused_samples, *fused_raw) = forwards[False], forwards[True]
-    assert plain.ray_indices.numel() > 0
-    assert figures[True]["evaluated"] < figures[False]["evaluated"] == figures[False]["candidates"]
-    assert torch.equal(fused_samples.ray_indices, plain.ray_indices)
-    assert torch.equal(fused_samples.packed.t_starts, plain.packed.t_starts)
-    for fused_values, plain_values in zip(fused_raw, plain_raw):
-        torch.testing.assert_close(fused_values, plain_values, atol=1e-5, rtol=1e-5)
-    assert renders[False]["accumulation"].max() > 0
-    for key in ("rgb", "accumulation", "depth"):
-        torch.testing.assert_close(renders[True][key], renders[False][key], atol=1e-5, rtol=1e-5)
+    marching = trainer.pipeline.model.own_sampler().marching
+    fused_network = HashGridField.density_network
+
+    def reference() -> None:
+        marching.culling_first_samples = 0  # every candidate read
+        monkeypatch.setattr(HashGridField, "density_network", lambda self: None)
+
+    def fused() -> None:
+        monkeypatch.setattr(HashGridField, "density_network", fused_network)
+
+    assert_variant_samples_and_renders_as_one_pass(trainer, reference, fused, tolerance=1e-5)
 
 
 def test_rays_opaque_at_once_are_read_in_the_first_round_only():
