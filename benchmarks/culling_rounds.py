@@ -8,7 +8,9 @@ Builds accel-ngp (occupancy sampler) as ``ns-train`` does (defaults plus the fla
 turn (``--pipeline.model.occupancy.culling-first-samples``; the same stratified jitter), it runs the sampling and no-grad
 forward that a mined step scores with, under a :class:`~nerfstudio_accel.step_phases.PhaseClock`: ms in the
 ``marching`` and ``culling density pass`` phases, and the candidates marched, densities read and samples kept
-(the kept counts must agree: the rounds keep the same samples). Timings, so never a test assert.
+(the kept counts must agree: the rounds keep the same samples). Timings, so never a test assert. Rounds apply to
+the unfused pass only: on the CPU with the default ``kernel`` hash backend the pass runs fused and every value reads
+the same densities, so pass ``-- --pipeline.model.hash-backend torch`` to compare rounds there.
 """
 
 from __future__ import annotations
