@@ -193,7 +193,12 @@ def prepare(args: argparse.Namespace, argv: List[str]) -> Plan:
 def worker_command(request: Dict) -> List[str]:
     """The worker process's command line. Not ``python -m``: that puts the working directory ahead of
     ``PYTHONPATH``, so a bench started from another checkout's root would train that checkout's package."""
-    code = "import sys; del sys.path[0]; from nerfstudio_accel.bench.worker import main; sys.exit(main())"
+    code = (
+        "import os, sys\n"
+        "if sys.path and sys.path[0] in ('', os.getcwd()): del sys.path[0]\n"  # not so under -P: nothing to drop
+        "from nerfstudio_accel.bench.worker import main\n"
+        "sys.exit(main())"
+    )
     return [sys.executable, "-c", code, json.dumps(request)]
 
 

@@ -69,6 +69,7 @@ class DensityPassRecord(DensityRecord):
 
     def keep_encoded(self, positions: Float[Tensor, "n_samples 3"], encodings: Float[Tensor, "n_samples enc"]) -> None:
         """Hold the kept samples' encodings and, with ``keep_heads``, their density heads (computed here)."""
+        assert self._calls == 0 and self._least_density is None, "a fused pass instead of calls, not after them"
         self._encodings = [encodings]
         if self.keep_heads:
             self._heads = [self.field.density_head(positions, encodings)]

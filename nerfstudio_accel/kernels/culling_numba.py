@@ -53,6 +53,9 @@ def _contracted(p0, p1, p2, lower, upper, region, use_region):
     c0 = (p0 - _HALF * (lower[0] + upper[0])) / (_HALF * (upper[0] - lower[0]))
     c1 = (p1 - _HALF * (lower[1] + upper[1])) / (_HALF * (upper[1] - lower[1]))
     c2 = (p2 - _HALF * (lower[2] + upper[2])) / (_HALF * (upper[2] - lower[2]))
+    if c0 != c0 or c1 != c1 or c2 != c2:  # the reference's max norm is NaN then, and so is every coordinate
+        nan = np.float32(math.nan)
+        return nan, nan, nan
     magnitude = max(abs(c0), abs(c1), abs(c2), np.float32(1e-6))
     if magnitude >= _ONE:
         shrink = _TWO - _ONE / magnitude
@@ -65,10 +68,10 @@ def _contracted(p0, p1, p2, lower, upper, region, use_region):
     return u0, u1, u2
 
 
-@numba.njit(fastmath=True, cache=True)
+@numba.njit(fastmath={"reassoc", "contract"}, cache=True)
 def _raw_density(code, level_weights, hidden_weight, hidden_bias, density_weight, density_bias, units):
-    """The density MLP's raw output for one point's ``code`` (fast-math: the sums reassociate, as a BLAS
-    matmul's do); ``units`` is scratch for the hidden layer."""
+    """The density MLP's raw output for one point's ``code`` (the sums reassociate, as a BLAS matmul's do; NaN and
+    infinite weights still propagate); ``units`` is scratch for the hidden layer."""
     hidden = hidden_weight.shape[1]
     for j in range(hidden):
         units[j] = hidden_bias[j]

@@ -47,7 +47,7 @@ def candidates(n_rays: int = 60, steps: int = 240, seed: int = 3):
     directions = torch.nn.functional.normalize(
         torch.cat([0.2 * (torch.rand(n_rays, 2, generator=generator) - 0.5), torch.ones(n_rays, 1)], 1), dim=-1
     )
-    edges = torch.linspace(0.0, 5.0, steps + 1)
+    edges = torch.cumsum(torch.rand(steps + 1, generator=generator) * 5.0 / (0.5 * steps), 0)  # uneven intervals
     ray_indices = torch.arange(n_rays).repeat_interleave(steps)
     chosen = torch.rand(n_rays * steps, generator=generator) < 0.7
     chosen[steps : 2 * steps] = False
