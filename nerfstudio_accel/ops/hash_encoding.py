@@ -77,8 +77,10 @@ def reuses_known_values(backend: str) -> bool:
 
 def fused_culling_reads(backend: str, device: torch.device) -> bool:
     """Whether the fused culling kernel (:mod:`~nerfstudio_accel.kernels.culling_numba`) reads a table encoded on
-    ``backend`` on ``device``: the ``kernel`` backend's CPU table, whose layout and float32 sums it shares."""
-    return backend == "kernel" and device.type == "cpu"
+    ``backend`` on ``device``: the ``kernel`` backend's CPU table, whose layout and float32 sums it shares, where its
+    float32 variant runs (probed here, in the culling pass, not first inside a checkpointed graph forward's
+    recomputation, which a probe's own backward would break)."""
+    return backend == "kernel" and device.type == "cpu" and kernel_variant_runs("cpu", torch.float32, False)
 
 
 def _output_dtype(points: Tensor) -> torch.dtype:
