@@ -18,6 +18,7 @@ from nerfstudio.scripts.train import train_loop
 
 from nerfstudio_accel.engine.build import build_trainer_config
 from nerfstudio_accel.engine.trainer import AccelTrainer, AccelTrainerConfig, training_step
+from nerfstudio_accel.fields.hash_grid_field import HashGridField
 from nerfstudio_accel.methods import accel_ngp
 from nerfstudio_accel.sampling.occupancy import GridUpdateOptions, MarchingOptions, OccupancySampler
 
@@ -189,3 +190,28 @@ def run_step_benchmark(script: str, scene, tmp_path, *options: str):
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(out.read_text())["results"], (tmp_path / "report.md").read_text()
+
+
+CULLING_AABB = torch.tensor([[-1.5, -1.5, -1.5], [1.5, 1.5, 1.5]])
+"""The box of :func:`hilly_field`."""
+CULLING_EPS = 1e-4
+"""The early-stop transmittance the culling tests use."""
+
+
+def hilly_field(contract: bool = False, region: Optional[torch.Tensor] = None, hash_backend: str = "kernel"):
+    """A small kernel-backend field whose densities range from empty to opaque across space (a table drawn with
+    spread 1, the raw density scaled to mean -1 and spread 4 over the box), so rays stop early, cull faint
+    candidates and keep others."""
+    torch.manual_seed(5)
+    field = HashGridField(
+        CULLING_AABB, contract=contract, grid_region=region, num_levels=8, max_res=256, log2_hashmap_size=12,
+        hash_backend=hash_backend,
+    )  # fmt: skip
+    points = (torch.rand(20000, 3) - 0.5) * 3.0
+    output = field.density_mlp.layers[1]
+    with torch.no_grad():
+        field.position_encoding.table.normal_(0.0, 1.0)
+        raw = field.density_head(points)[:, 0]
+        output.weight[0] *= 4.0 / raw.std()
+        output.bias[0] -= field.density_head(points)[:, 0].mean() + 1.0
+    return field.eval()

@@ -86,23 +86,68 @@ def _raw_density(code, level_weights, hidden_weight, hidden_bias, density_weight
     return raw
 
 
+@numba.njit(inline="always")
+def point_density(p0, p1, p2, network, features, primes, code, units):
+    """Density (float32) of the world point ``(p0, p1, p2)`` through ``network`` (:func:`network_arrays`), its
+    unweighted encoding written to ``code (enc,)``; ``units (hidden,)`` is scratch. ``features`` per level and the
+    hash ``primes`` come from the calling kernel's closure (compile-time constants)."""
+    aabb, contract, region, use_region, table, scales, resolutions, offsets, dense = network[:9]
+    level_weights, hidden_weight, hidden_bias, density_weight, density_bias, max_log_density = network[9:]
+    lower, upper = aabb[0], aabb[1]
+    if contract:
+        u0, u1, u2 = _contracted(p0, p1, p2, lower, upper, region, use_region)
+    else:
+        u0 = (p0 - lower[0]) / (upper[0] - lower[0])
+        u1 = (p1 - lower[1]) / (upper[1] - lower[1])
+        u2 = (p2 - lower[2]) / (upper[2] - lower[2])
+    u0, u1, u2 = _unit_coordinate(u0), _unit_coordinate(u1), _unit_coordinate(u2)
+    for level in range(scales.shape[0]):
+        scale, start, resolution = scales[level], offsets[level], resolutions[level]
+        entries = offsets[level + 1] - start
+        gx, fx = lattice_cell(u0, scale)
+        gy, fy = lattice_cell(u1, scale)
+        gz, fz = lattice_cell(u2, scale)
+        for f in range(features):
+            code[level * features + f] = _ZERO
+        for corner in range(8):
+            bx, by, bz = corner & 1, (corner >> 1) & 1, (corner >> 2) & 1
+            weight = (fx if bx else _ONE - fx) * (fy if by else _ONE - fy) * (fz if bz else _ONE - fz)
+            row = start + corner_row(
+                gx + bx, gy + by, gz + bz, resolution, entries, dense[level], primes[0], primes[1], primes[2]
+            )
+            for f in range(features):
+                code[level * features + f] += weight * table[row, f]
+    raw = _raw_density(code, level_weights, hidden_weight, hidden_bias, density_weight, density_bias, units)
+    return np.float32(math.exp(min(raw - _ONE, max_log_density)))
+
+
+@numba.njit(inline="always")
+def composite(sigma, t_start, t_end, depth, alpha_threshold, depth_cap):
+    """``(kept, culled, depth)`` of a candidate of density ``sigma`` over ``[t_start, t_end]`` behind optical
+    ``depth`` (float64): kept at opacity ``alpha_threshold`` or more (0 keeps all), culled below it (a NaN
+    opacity is neither), and the depth behind it (each candidate adds at most ``depth_cap``; NaN counts as it)."""
+    sigma_dt = sigma * (t_end - t_start)
+    alpha = _ONE - np.float32(math.exp(-sigma_dt))
+    kept = alpha_threshold <= 0.0 or alpha >= alpha_threshold
+    culled = not kept and alpha < alpha_threshold
+    optical_depth = np.float64(sigma_dt)
+    return kept, culled, depth + (depth_cap if not optical_depth <= depth_cap else optical_depth)
+
+
 @functools.lru_cache(maxsize=None)
 def culling_kernel(features: int) -> Callable[..., None]:
     """The fused culling kernel for ``features`` per level (a compile-time constant, as the encoding kernels')."""
-    prime_x, prime_y, prime_z = (np.int64(prime) for prime in HASH_PRIMES)
+    primes = tuple(np.int64(prime) for prime in HASH_PRIMES)
 
     @numba.njit(parallel=True, cache=True)
     def cull_rays(
-        ray_starts, origins, directions, t_starts, t_ends, aabb, contract, region, use_region,
-        table, scales, resolutions, offsets, dense, level_weights, hidden_weight, hidden_bias, density_weight,
-        density_bias, max_log_density, early_stop_eps, alpha_threshold, depth_cap, keep, encodings, evaluated, alpha_culled,
+        ray_starts, origins, directions, t_starts, t_ends, network, early_stop_eps, alpha_threshold, depth_cap, keep,
+        encodings, evaluated, alpha_culled,
     ):  # fmt: skip
         """Per ray ``r`` (candidates ``ray_starts[r]:ray_starts[r + 1]``): ``keep``, the kept candidates'
         ``encodings`` rows, and the candidates ``evaluated`` and ``alpha_culled`` (of those) per ray."""
-        num_levels = scales.shape[0]
-        width = num_levels * features
-        hidden = hidden_weight.shape[1]
-        lower, upper = aabb[0], aabb[1]
+        width = encodings.shape[1]
+        hidden = network[11].shape[0]
         for ray in numba.prange(ray_starts.shape[0] - 1):
             code = np.empty(width, dtype=np.float32)
             units = np.empty(hidden, dtype=np.float32)
@@ -115,46 +160,42 @@ def culling_kernel(features: int) -> Callable[..., None]:
                 p0 = origins[ray, 0] + directions[ray, 0] * t_mid
                 p1 = origins[ray, 1] + directions[ray, 1] * t_mid
                 p2 = origins[ray, 2] + directions[ray, 2] * t_mid
-                if contract:
-                    u0, u1, u2 = _contracted(p0, p1, p2, lower, upper, region, use_region)
-                else:
-                    u0 = (p0 - lower[0]) / (upper[0] - lower[0])
-                    u1 = (p1 - lower[1]) / (upper[1] - lower[1])
-                    u2 = (p2 - lower[2]) / (upper[2] - lower[2])
-                u0, u1, u2 = _unit_coordinate(u0), _unit_coordinate(u1), _unit_coordinate(u2)
-                for level in range(num_levels):
-                    scale, start, resolution = scales[level], offsets[level], resolutions[level]
-                    entries = offsets[level + 1] - start
-                    gx, fx = lattice_cell(u0, scale)
-                    gy, fy = lattice_cell(u1, scale)
-                    gz, fz = lattice_cell(u2, scale)
-                    for f in range(features):
-                        code[level * features + f] = _ZERO
-                    for corner in range(8):
-                        bx, by, bz = corner & 1, (corner >> 1) & 1, (corner >> 2) & 1
-                        weight = (fx if bx else _ONE - fx) * (fy if by else _ONE - fy) * (fz if bz else _ONE - fz)
-                        row = start + corner_row(
-                            gx + bx, gy + by, gz + bz, resolution, entries, dense[level], prime_x, prime_y, prime_z
-                        )
-                        for f in range(features):
-                            code[level * features + f] += weight * table[row, f]
-                raw = _raw_density(code, level_weights, hidden_weight, hidden_bias, density_weight, density_bias, units)
-                sigma = np.float32(math.exp(min(raw - _ONE, max_log_density)))
-                sigma_dt = sigma * (t_ends[i] - t_starts[i])
-                alpha = _ONE - np.float32(math.exp(-sigma_dt))
+                sigma = point_density(p0, p1, p2, network, features, primes, code, units)
+                kept, alpha_culled_here, depth = composite(
+                    sigma, t_starts[i], t_ends[i], depth, alpha_threshold, depth_cap
+                )
                 count += 1
-                if alpha_threshold <= 0.0 or alpha >= alpha_threshold:
+                culled += alpha_culled_here
+                if kept:
                     keep[i] = True
                     for k in range(width):
                         encodings[i, k] = code[k]
-                elif alpha < alpha_threshold:  # a NaN opacity is neither kept nor counted, as in the reference
-                    culled += 1
-                optical_depth = np.float64(sigma_dt)
-                depth += depth_cap if not optical_depth <= depth_cap else optical_depth
             evaluated[ray] = count
             alpha_culled[ray] = culled
 
     return cull_rays
+
+
+def network_arrays(network: DensityNetwork) -> Tuple[Any, ...]:
+    """``network`` as the kernels take it: one tuple of numpy arrays and scalars, in :func:`point_density`'s order."""
+    region = network.region if network.region is not None else torch.zeros(2, 3)
+    return (
+        _floats(network.aabb),
+        network.contract,
+        _floats(region),
+        network.region is not None,
+        _floats(network.table),
+        network.levels.scales.numpy(),
+        network.levels.resolutions.numpy(),
+        network.levels.offsets.numpy(),
+        network.levels.dense.numpy(),
+        _floats(network.level_weights),
+        _floats(network.hidden_weight),
+        _floats(network.hidden_bias),
+        _floats(network.density_weight),
+        np.float32(network.density_bias),
+        np.float32(network.max_log_density),
+    )
 
 
 def cull_fused(
@@ -179,35 +220,13 @@ def cull_fused(
     alpha_culled = torch.zeros(n_rays, dtype=torch.int64)
     ray_starts = torch.zeros(n_rays + 1, dtype=torch.int64)
     torch.cumsum(torch.bincount(ray_indices, minlength=n_rays), 0, out=ray_starts[1:])
-    region = network.region if network.region is not None else torch.zeros(2, 3)
-    arrays: Tuple[Any, ...] = (
-        ray_starts.numpy(),
-        _floats(origins),
-        _floats(directions),
-        _floats(t_starts),
-        _floats(t_ends),
-        _floats(network.aabb),
-        network.contract,
-        _floats(region),
-        network.region is not None,
-        _floats(network.table),
-        network.levels.scales.numpy(),
-        network.levels.resolutions.numpy(),
-        network.levels.offsets.numpy(),
-        network.levels.dense.numpy(),
-        _floats(network.level_weights),
-        _floats(network.hidden_weight),
-        _floats(network.hidden_bias),
-        _floats(network.density_weight),
-        np.float32(network.density_bias),
-        np.float32(network.max_log_density),
-        np.float64(early_stop_eps),
-        np.float32(alpha_threshold),
-        np.float64(optical_depth_cap),
-    )
     if n:
         with PARALLEL_KERNELS:
-            culling_kernel(features)(*arrays, keep.numpy(), encodings.numpy(), evaluated.numpy(), alpha_culled.numpy())
+            culling_kernel(features)(
+                ray_starts.numpy(), _floats(origins), _floats(directions), _floats(t_starts), _floats(t_ends),
+                network_arrays(network), np.float64(early_stop_eps), np.float32(alpha_threshold),
+                np.float64(optical_depth_cap), keep.numpy(), encodings.numpy(), evaluated.numpy(), alpha_culled.numpy(),
+            )  # fmt: skip
     counts = {"evaluated": int(evaluated.sum()), "alpha_culled": int(alpha_culled.sum())}
     return keep, encodings, counts
 

@@ -13,7 +13,7 @@ midpoint sits exactly on a cell or range boundary (the parity tests compare them
 from __future__ import annotations
 
 import math
-from typing import Optional, Tuple
+from typing import Any, Optional, Tuple
 
 import numba
 import numpy as np
@@ -239,6 +239,36 @@ def occupied_blocks(binaries: Bool[Tensor, "n_levels rx ry rz"]) -> Tuple[Bool[T
     return blocks, BLOCK.bit_length() - 1
 
 
+def marching_arrays(
+    origins: Float[Tensor, "n_rays 3"],
+    directions: Float[Tensor, "n_rays 3"],
+    binaries: Bool[Tensor, "n_levels rx ry rz"],
+    aabbs: Float[Tensor, "n_levels 6"],
+    near_planes: Float[Tensor, " n_rays"],
+    far_planes: Float[Tensor, " n_rays"],
+    step_size: float,
+    cone_angle: float,
+) -> Tuple[Any, ...]:
+    """The marching kernels' leading arguments (CPU tensors as numpy arrays): rays, their lattice ranges
+    (:func:`~nerfstudio_accel.kernels.lattice.lattice_ranges`), the grid, its occupied blocks and the lattice's
+    scalars, in :func:`_run_from`'s order."""
+    t_min, t_max, k_first, counts = lattice_ranges(
+        origins, directions, aabbs, near_planes, far_planes, step_size, cone_angle
+    )
+    growth_scalar = torch.tensor(1.0 + cone_angle, dtype=torch.float32)  # float32, as torch casts the scalar
+    scalars = np.array(
+        [step_size, cone_angle, float(growth_scalar), step_size / cone_angle if cone_angle > 0 else 0.0],
+        dtype=np.float32,
+    )
+    blocks, shift = occupied_blocks(binaries)
+    return (
+        origins.float().contiguous().numpy(), directions.float().contiguous().numpy(), near_planes.float().contiguous().numpy(),
+        t_min.contiguous().numpy(), t_max.contiguous().numpy(), k_first.float().contiguous().numpy(),
+        counts.contiguous().numpy(), binaries.contiguous().numpy(), aabbs.float().contiguous().numpy(),
+        np.array(binaries.shape[1:], dtype=np.int64), blocks.contiguous().numpy(), shift, scalars,
+    )  # fmt: skip
+
+
 def traverse_occupancy_grid(
     origins: Float[Tensor, "n_rays 3"],
     directions: Float[Tensor, "n_rays 3"],
@@ -253,21 +283,7 @@ def traverse_occupancy_grid(
     """The torch twin's contract on CPU tensors: packed ``ray_indices (int64), t_starts, t_ends`` of the
     lattice steps whose midpoints lie in occupied cells, sorted by ray then ``t``, at most
     ``max_samples_per_ray`` per ray (the nearest; None: all)."""
-    t_min, t_max, k_first, counts = lattice_ranges(
-        origins, directions, aabbs, near_planes, far_planes, step_size, cone_angle
-    )
-    growth_scalar = torch.tensor(1.0 + cone_angle, dtype=torch.float32)  # float32, as torch casts the scalar
-    scalars = np.array(
-        [step_size, cone_angle, float(growth_scalar), step_size / cone_angle if cone_angle > 0 else 0.0],
-        dtype=np.float32,
-    )
-    blocks, shift = occupied_blocks(binaries)
-    arrays = (
-        origins.float().contiguous().numpy(), directions.float().contiguous().numpy(), near_planes.float().contiguous().numpy(),
-        t_min.contiguous().numpy(), t_max.contiguous().numpy(), k_first.float().contiguous().numpy(),
-        counts.contiguous().numpy(), binaries.contiguous().numpy(), aabbs.float().contiguous().numpy(),
-        np.array(binaries.shape[1:], dtype=np.int64), blocks.contiguous().numpy(), shift, scalars,
-    )  # fmt: skip
+    arrays = marching_arrays(origins, directions, binaries, aabbs, near_planes, far_planes, step_size, cone_angle)
     cap = np.iinfo(np.int64).max if max_samples_per_ray is None else max(max_samples_per_ray, 0)
     kept = np.zeros(origins.shape[0], dtype=np.int64)
     with PARALLEL_KERNELS:

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Optional, Tuple
+from typing import Dict, Optional, Tuple
 
 import torch
 from jaxtyping import Bool, Float, Int
 from torch import Tensor
 
-from nerfstudio_accel.ops import _torch_impl
+from nerfstudio_accel.kernels.density_network import DensityNetwork
+from nerfstudio_accel.ops import _torch_impl, precision
 from nerfstudio_accel.ops.packed_scan import first_samples_of_each_ray
 
 
@@ -73,3 +74,38 @@ def traverse_occupancy_grid(
         return marched
     keep = torch.nonzero(first_samples_of_each_ray(marched[0], max_samples_per_ray))[:, 0]
     return marched[0][keep], marched[1][keep], marched[2][keep]  # one sync, not three
+
+
+def march_and_cull_with_density_network(
+    network: DensityNetwork,
+    origins: Float[Tensor, "n_rays 3"],
+    directions: Float[Tensor, "n_rays 3"],
+    binaries: Bool[Tensor, "n_levels rx ry rz"],
+    aabbs: Float[Tensor, "n_levels 6"],
+    near_planes: Float[Tensor, " n_rays"],
+    far_planes: Float[Tensor, " n_rays"],
+    step_size: float,
+    cone_angle: float,
+    max_samples_per_ray: Optional[int],
+    alpha_threshold: float,
+    early_stop_eps: float,
+    backend: str,
+    expected_kept_per_ray: float,
+) -> Optional[
+    Tuple[Int[Tensor, " k"], Float[Tensor, " k"], Float[Tensor, " k"], Float[Tensor, "k enc"], Dict[str, int]]
+]:
+    """:func:`traverse_occupancy_grid`, then the culling pass over its candidates with ``network``'s densities
+    (:func:`~nerfstudio_accel.ops.volume_rendering.visibility_with_density_network`), in one pass that marches no
+    step behind a ray's early stop: the ``kernel`` backend on the CPU
+    (:func:`~nerfstudio_accel.kernels.march_cull_numba.march_and_cull`: the kept samples' packed ``ray_indices,
+    t_starts, t_ends``, their unweighted encodings, and the counts ``evaluated``, every candidate marched, and
+    ``alpha_culled``; ``expected_kept_per_ray`` sizes its scratch). None on other backends and devices: the caller
+    marches, then culls."""
+    if backend != "kernel" or origins.device.type != "cpu":
+        return None
+    from nerfstudio_accel.kernels.march_cull_numba import march_and_cull
+
+    return march_and_cull(
+        network, origins, directions, binaries, aabbs, near_planes, far_planes, step_size, cone_angle,
+        max_samples_per_ray, alpha_threshold, early_stop_eps, precision.OPTICAL_DEPTH_CAP, expected_kept_per_ray,
+    )  # fmt: skip

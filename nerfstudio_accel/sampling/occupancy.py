@@ -25,6 +25,7 @@ from nerfacc.estimators.occ_grid import OccGridEstimator
 from torch import Tensor
 
 from nerfstudio_accel.distributed import evaluate_across_ranks
+from nerfstudio_accel.kernels.density_network import DensityNetwork
 from nerfstudio_accel.ops.backends import (
     ResolvedSamplerBackend,
     SamplerBackend,
@@ -33,9 +34,10 @@ from nerfstudio_accel.ops.backends import (
     resolve_sampler_backend,
     runnable_sampler_backend,
 )
-from nerfstudio_accel.ops.marching import traverse_occupancy_grid
+from nerfstudio_accel.ops.marching import march_and_cull_with_density_network, traverse_occupancy_grid
 from nerfstudio_accel.sampling.base import (
     DensityFn,
+    DensityRecord,
     Sampler,
     SamplerConfig,
     SamplerScene,
@@ -162,6 +164,8 @@ class OccupancySampler(Sampler):
         self.updates = 0
         """Grid updates made so far in this process (the viewer redraws the grid only when it changes)."""
         self._last_counts: Dict[str, Union[int, Tensor]] = {}
+        self._kept_per_ray = 6.0
+        """Samples kept per ray by the last fused marching and culling pass (sizes the next one's scratch)."""
         self._culling: Optional[Tuple[bool, float]] = None
         """Host copy of ``(warmed_up, effective alpha threshold)``, read from the device once after each
         grid update, warm-up switch or state load rather than at every sampling."""
@@ -254,11 +258,7 @@ class OccupancySampler(Sampler):
 
         Returns ``ray_indices (int64), t_starts, t_ends``. Not differentiable.
         """
-        options = self.marching
-        near, far = ray_bounds(origins.shape[0], options.near_plane, options.far_plane, nears, fars, origins.device)
-        if stratified:
-            near = near + torch.rand_like(near) * options.render_step_size
-        origins, directions = origins.float().contiguous(), directions.float().contiguous()
+        origins, directions, near, far = self._lattice_rays(origins, directions, nears, fars, stratified)
         return traverse_occupancy_grid(
             origins,
             directions,
@@ -266,11 +266,29 @@ class OccupancySampler(Sampler):
             self.grid.aabbs,
             near,
             far,
-            options.render_step_size,
-            options.cone_angle,
+            self.marching.render_step_size,
+            self.marching.cone_angle,
             backend=self.backend_for(origins.device),
-            max_samples_per_ray=options.max_samples_per_ray,
+            max_samples_per_ray=self.marching.max_samples_per_ray,
         )
+
+    def _lattice_rays(
+        self,
+        origins: Float[Tensor, "n_rays 3"],
+        directions: Float[Tensor, "n_rays 3"],
+        nears: Optional[Float[Tensor, " n_rays"]],
+        fars: Optional[Float[Tensor, " n_rays"]],
+        stratified: bool,
+    ) -> Tuple[
+        Float[Tensor, "n_rays 3"], Float[Tensor, "n_rays 3"], Float[Tensor, " n_rays"], Float[Tensor, " n_rays"]
+    ]:
+        """The rays as the marchers take them (float32, contiguous) and each one's near and far distance (see
+        :meth:`march`)."""
+        options = self.marching
+        near, far = ray_bounds(origins.shape[0], options.near_plane, options.far_plane, nears, fars, origins.device)
+        if stratified:
+            near = near + torch.rand_like(near) * options.render_step_size
+        return origins.float().contiguous(), directions.float().contiguous(), near, far
 
     def effective_alpha_threshold(self) -> float:
         """The opacity threshold sampling culls by: 0 before the grid warm-up, then
@@ -313,9 +331,16 @@ class OccupancySampler(Sampler):
     ) -> PackedSamples:
         """:meth:`march` (``stratified`` as there), then, when ``density_fn`` is given, keep the candidates the
         culling pass finds visible (:func:`~nerfstudio_accel.sampling.culling_pass.cull_marched`, with
-        :meth:`effective_alpha_threshold`). In training, counts the candidates, the evaluated (those
+        :meth:`effective_alpha_threshold`); both in one pass where ``density_fn`` has a density network and the
+        backend a fused marcher (:meth:`_march_and_cull`). In training, counts the candidates, the evaluated (those
         ``density_fn`` saw), the kept and the alpha-culled (of the evaluated) samples for :meth:`figures` (no
         device read here)."""
+        network = density_fn.density_network() if isinstance(density_fn, DensityRecord) else None
+        if network is not None and self.marching.culls:
+            with phase("culling density pass"):
+                fused = self._march_and_cull(network, origins, directions, nears, fars, stratified)
+                if fused is not None:
+                    return self._kept_by_fused_pass(fused, density_fn, origins, directions)  # type: ignore[arg-type]
         with phase("marching"):
             ray_indices, t_starts, t_ends = self.march(origins, directions, nears, fars, stratified)
         samples, counts = visible_samples(
@@ -333,6 +358,56 @@ class OccupancySampler(Sampler):
         if self.training and counts is not None:
             self._last_counts = counts
         return samples
+
+    def _march_and_cull(
+        self,
+        network: DensityNetwork,
+        origins: Float[Tensor, "n_rays 3"],
+        directions: Float[Tensor, "n_rays 3"],
+        nears: Optional[Float[Tensor, " n_rays"]],
+        fars: Optional[Float[Tensor, " n_rays"]],
+        stratified: bool,
+    ) -> Optional[Tuple[Tensor, Tensor, Tensor, Tensor, Dict[str, int]]]:
+        """:meth:`march` and the culling pass in one (:func:`~nerfstudio_accel.ops.marching.march_and_cull_with_density_network`)
+        where the backend has it; its scratch sized from the last fused call's kept samples per ray."""
+        origins, directions, near, far = self._lattice_rays(origins, directions, nears, fars, stratified)
+        fused = march_and_cull_with_density_network(
+            network,
+            origins,
+            directions,
+            self.grid.binaries,
+            self.grid.aabbs,
+            near,
+            far,
+            self.marching.render_step_size,
+            self.marching.cone_angle,
+            self.marching.max_samples_per_ray,
+            self.effective_alpha_threshold(),
+            self.marching.early_stop_eps,
+            self.backend_for(origins.device),
+            2.0 * self._kept_per_ray + 4.0,
+        )
+        if fused is not None and origins.shape[0]:
+            self._kept_per_ray = fused[0].shape[0] / origins.shape[0]
+        return fused
+
+    def _kept_by_fused_pass(
+        self,
+        fused: Tuple[Tensor, Tensor, Tensor, Tensor, Dict[str, int]],
+        record: DensityRecord,
+        origins: Float[Tensor, "n_rays 3"],
+        directions: Float[Tensor, "n_rays 3"],
+    ) -> PackedSamples:
+        """The fused pass's samples, the record handed their positions and encodings; in training, its counts kept
+        for :meth:`figures` (every candidate marched is evaluated: the walk ends at the early stop)."""
+        ray_indices, t_starts, t_ends, encodings, counts = fused
+        positions = (
+            origins.float()[ray_indices] + directions.float()[ray_indices] * (0.5 * (t_starts + t_ends))[:, None]
+        )
+        record.keep_encoded(positions, encodings)
+        if self.training:
+            self._last_counts = {"candidates": counts["evaluated"], "kept": ray_indices.numel(), **counts}
+        return PackedSamples(ray_indices, t_starts, t_ends, origins, directions)
 
     def figures(self) -> Dict[str, float]:
         """The last training sampling's ``candidates`` (marched), ``evaluated``, ``kept`` (after culling) and

@@ -4,39 +4,18 @@ read behind a ray's early stop."""
 
 from __future__ import annotations
 
-from typing import Optional
-
 import pytest
 import torch
 
+from accel_test_helpers import CULLING_AABB as AABB
+from accel_test_helpers import CULLING_EPS as EPS
+from accel_test_helpers import hilly_field
 from nerfstudio_accel.fields.density_pass_record import DensityPassRecord
 from nerfstudio_accel.fields.hash_grid_field import HashGridField
 from nerfstudio_accel.kernels.culling_numba import cull_fused
 from nerfstudio_accel.ops._torch_impl import render_transmittance_from_density
 from nerfstudio_accel.sampling.culling_pass import cull_marched
 from nerfstudio_accel.spatial.block_field import BlockFields
-
-AABB = torch.tensor([[-1.5, -1.5, -1.5], [1.5, 1.5, 1.5]])
-EPS = 1e-4
-
-
-def hilly_field(contract: bool = False, region: Optional[torch.Tensor] = None, hash_backend: str = "kernel"):
-    """A small kernel-backend field whose densities range from empty to opaque across space (a table drawn with
-    spread 1, the raw density scaled to mean -1 and spread 4 over the box), so rays stop early, cull faint
-    candidates and keep others."""
-    torch.manual_seed(5)
-    field = HashGridField(
-        AABB, contract=contract, grid_region=region, num_levels=8, max_res=256, log2_hashmap_size=12,
-        hash_backend=hash_backend,
-    )  # fmt: skip
-    points = (torch.rand(20000, 3) - 0.5) * 3.0
-    output = field.density_mlp.layers[1]
-    with torch.no_grad():
-        field.position_encoding.table.normal_(0.0, 1.0)
-        raw = field.density_head(points)[:, 0]
-        output.weight[0] *= 4.0 / raw.std()
-        output.bias[0] -= field.density_head(points)[:, 0].mean() + 1.0
-    return field.eval()
 
 
 def candidates(n_rays: int = 60, steps: int = 240, seed: int = 3):

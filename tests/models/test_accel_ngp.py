@@ -235,6 +235,13 @@ class RefusesEmptyInput(torch.nn.Module):
         assert values.shape[0] > 0, "a field kernel was called with no samples"
         return self.inner(values)
 
+    def __getattr__(self, name: str):
+        """The wrapped module's attributes (its backend, layout, table), as the field reads them."""
+        try:
+            return super().__getattr__(name)
+        except AttributeError:
+            return getattr(super().__getattr__("inner"), name)
+
 
 def test_field_kernels_are_never_called_without_samples(tiny_scene, tmp_path):
     """Every ray misses (empty grid): training, hard mining's scoring and evaluation render the background

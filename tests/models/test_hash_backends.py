@@ -49,13 +49,10 @@ def parity_scene(tmp_path_factory):
 @pytest.fixture
 def reproducible_cpu():
     """One torch thread: with more, the torch reference's runs from one seed part after ~16 steps (some op
-    accumulates in a thread-dependent order). Denormals flushed to zero: they make its first CPU steps ~9x
-    slower (20 steps: 90 s, flushed 10 s)."""
+    accumulates in a thread-dependent order)."""
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
-    torch.set_flush_denormal(True)
     yield
-    torch.set_flush_denormal(False)
     torch.set_num_threads(threads)
 
 
