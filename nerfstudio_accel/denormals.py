@@ -1,9 +1,10 @@
 """Denormal floats flushed to zero on the CPU, in this thread and every thread started after it.
 
 x86 cores take a slow path (tens to hundreds of cycles) for arithmetic on a denormal float, one under 1.2e-38 in
-magnitude. A CPU training step meets them by the thousand in its first few thousand steps, in the backward and
-the forward alike: flushed, lego 400x400's first 400 steps run about 1.7x faster
-(docs/trainer.md#denormals-flushed-to-zero-on-the-cpu). Flushing sets the calling thread's floating-point control
+magnitude. CPU training makes them steadily: Adam's first moment of every hash-table row that gets no gradient
+shrinks by 0.9 a step, so a few hundred steps after a row was last seen it is denormal, and after some 2000 steps
+of lego a sixth of the table's moments are; the fused Adam step then runs several times slower
+(docs/results/training_techniques/denormals/README.md). Flushing sets the calling thread's floating-point control
 register, which a thread copies from the thread that starts it; torch's and numba's CPU thread pools start at their
 first parallel work and keep their threads, so the package flushes when it is imported: nerfstudio imports it to
 find its methods, before any tensor work.
