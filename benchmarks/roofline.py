@@ -30,8 +30,10 @@ forward: both MLPs per graph sample (its encodings come from the culling pass wh
 else ``levels x 8`` corner reads more); backward: twice the forward FLOPs and ``levels x 8`` corner adds per graph
 sample; optimizer: Adam's 28 bytes per parameter (parameter, gradient and two moments read, three written); the
 render phases: 64 bytes per kept sample; importance and selection: 16 bytes per kept sample. Ray batch and
-``other`` have no floor. A floor leaves out what a phase does besides its main work (trilinear weights,
-activations, scans, copies): it is a bound, not a forecast. Timings, so never a test assert.
+``other`` have no floor. Where marching runs inside the culling pass (the fused CPU kernel of the defaults), it has
+no time of its own and the pass is charged its corner reads only, a lower bound. A floor leaves out what a phase
+does besides its main work (trilinear weights, activations, scans, copies): it is a bound, not a forecast. Timings,
+so never a test assert.
 """
 
 from __future__ import annotations

@@ -7,15 +7,19 @@ of lego a sixth of the table's moments are; the fused Adam step then runs severa
 (docs/results/training_techniques/denormals/README.md). Flushing sets the calling thread's floating-point control
 register, which a thread copies from the thread that starts it; torch's and numba's CPU thread pools start at their
 first parallel work and keep their threads, so the package flushes when it is imported: nerfstudio imports it to
-find its methods, before any tensor work.
+find its methods, before any tensor work. NumPy's float limits are read before the flush: NumPy warns that the
+smallest subnormal is zero when it first reads them after it.
 """
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 
 
 def flush_denormals() -> bool:
     """Flush denormals to zero (results and inputs) in this thread and the threads it starts from now on; False
     where the CPU cannot (then nothing changes)."""
+    for dtype in (np.float16, np.float32, np.float64, np.longdouble):
+        np.finfo(dtype)  # cached by NumPy: read later, under the flush, without its warning
     return torch.set_flush_denormal(True)

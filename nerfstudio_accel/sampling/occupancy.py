@@ -368,8 +368,9 @@ class OccupancySampler(Sampler):
         fars: Optional[Float[Tensor, " n_rays"]],
         stratified: bool,
     ) -> Optional[Tuple[Tensor, Tensor, Tensor, Tensor, Dict[str, int]]]:
-        """:meth:`march` and the culling pass in one (:func:`~nerfstudio_accel.ops.marching.march_and_cull_with_density_network`)
-        where the backend has it; its scratch sized from the last fused call's kept samples per ray."""
+        """:meth:`march` and the culling pass in one where the backend has it
+        (:func:`~nerfstudio_accel.ops.marching.march_and_cull_with_density_network`), its scratch sized from the
+        last fused call's kept samples per ray; None elsewhere."""
         origins, directions, near, far = self._lattice_rays(origins, directions, nears, fars, stratified)
         fused = march_and_cull_with_density_network(
             network,
