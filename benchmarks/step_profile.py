@@ -9,7 +9,8 @@ occupancy grid's 256-step warm-up), then times ``--steps`` steps under a
 :class:`~nerfstudio_accel.step_phases.PhaseClock`: every interval of a step is charged to the innermost phase
 the code marked (``ray batch``, ``grid update``, ``marching``, ``proposal rounds``, ``culling density pass``,
 ``scoring forward``, ``render and output gradients``, ``importance and selection``, ``graph forward``,
-``render and loss``, ``backward``, ``optimizer``; the rest is ``other``), so the phases add up to the step. On
+``render and loss``, ``backward``, ``optimizer``; the rest is ``other``), so the phases add up to the step (at the
+CPU defaults, marching runs inside the fused culling density pass and has no phase of its own). On
 CUDA the clock waits for the device at each boundary, which serialises the step: compare shares, and take
 ms/step from ``ns-accel-bench``. Timings, so never a test assert.
 """

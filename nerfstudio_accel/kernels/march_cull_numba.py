@@ -146,8 +146,8 @@ def march_and_cull(
     ``max_samples_per_ray`` candidates per ray, then
     :func:`~nerfstudio_accel.kernels.culling_numba.cull_fused` culls them): packed ``ray_indices (int64), t_starts,
     t_ends``, their unweighted ``encodings`` and the counts ``evaluated`` (every candidate marched; none behind a
-    ray's early stop) and ``alpha_culled``. CPU tensors. ``expected_kept_per_ray`` sizes the scratch rows (a
-    chunk that keeps more is marched again)."""
+    ray's early stop) and ``alpha_culled``. CPU tensors. ``expected_kept_per_ray`` (at most the cap) sizes the
+    scratch rows (a chunk that keeps more is marched again)."""
     n_rays = origins.shape[0]
     features = network.table.shape[1]
     width = network.levels.scales.shape[0] * features
@@ -159,7 +159,7 @@ def march_and_cull(
     kernel = march_cull_kernel(features)
     n_chunks = -(-n_rays // CHUNK_RAYS)
     chunks = np.arange(n_chunks, dtype=np.int64)
-    capacity = CHUNK_RAYS * max(1, math.ceil(expected_kept_per_ray))
+    capacity = CHUNK_RAYS * max(1, math.ceil(min(expected_kept_per_ray, cap)))  # no ray keeps more than its cap
     scratch = _packed(n_chunks * capacity, width)
     kept, evaluated, alpha_culled = (np.zeros(n_rays, dtype=np.int64) for _ in range(3))
     with PARALLEL_KERNELS:

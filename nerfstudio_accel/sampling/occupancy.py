@@ -258,7 +258,16 @@ class OccupancySampler(Sampler):
 
         Returns ``ray_indices (int64), t_starts, t_ends``. Not differentiable.
         """
-        origins, directions, near, far = self._lattice_rays(origins, directions, nears, fars, stratified)
+        return self._traverse(*self._lattice_rays(origins, directions, nears, fars, stratified))
+
+    def _traverse(
+        self,
+        origins: Float[Tensor, "n_rays 3"],
+        directions: Float[Tensor, "n_rays 3"],
+        near: Float[Tensor, " n_rays"],
+        far: Float[Tensor, " n_rays"],
+    ) -> Tuple[Int[Tensor, " n_samples"], Float[Tensor, " n_samples"], Float[Tensor, " n_samples"]]:
+        """:meth:`march` of rays as :meth:`_lattice_rays` gives them."""
         return traverse_occupancy_grid(
             origins,
             directions,
@@ -335,14 +344,15 @@ class OccupancySampler(Sampler):
         backend a fused marcher (:meth:`_march_and_cull`). In training, counts the candidates, the evaluated (those
         ``density_fn`` saw), the kept and the alpha-culled (of the evaluated) samples for :meth:`figures` (no
         device read here)."""
+        rays = self._lattice_rays(origins, directions, nears, fars, stratified)
         network = density_fn.density_network() if isinstance(density_fn, DensityRecord) else None
         if network is not None and self.marching.culls:
             with phase("culling density pass"):
-                fused = self._march_and_cull(network, origins, directions, nears, fars, stratified)
+                fused = self._march_and_cull(network, *rays)
                 if fused is not None:
                     return self._kept_by_fused_pass(fused, density_fn, origins, directions)  # type: ignore[arg-type]
         with phase("marching"):
-            ray_indices, t_starts, t_ends = self.march(origins, directions, nears, fars, stratified)
+            ray_indices, t_starts, t_ends = self._traverse(*rays)
         samples, counts = visible_samples(
             ray_indices,
             t_starts,
@@ -364,14 +374,12 @@ class OccupancySampler(Sampler):
         network: DensityNetwork,
         origins: Float[Tensor, "n_rays 3"],
         directions: Float[Tensor, "n_rays 3"],
-        nears: Optional[Float[Tensor, " n_rays"]],
-        fars: Optional[Float[Tensor, " n_rays"]],
-        stratified: bool,
+        near: Float[Tensor, " n_rays"],
+        far: Float[Tensor, " n_rays"],
     ) -> Optional[Tuple[Tensor, Tensor, Tensor, Tensor, Dict[str, int]]]:
-        """:meth:`march` and the culling pass in one where the backend has it
+        """:meth:`_traverse` and the culling pass in one where the backend has it
         (:func:`~nerfstudio_accel.ops.marching.march_and_cull_with_density_network`), its scratch sized from the
         last fused call's kept samples per ray; None elsewhere."""
-        origins, directions, near, far = self._lattice_rays(origins, directions, nears, fars, stratified)
         fused = march_and_cull_with_density_network(
             network,
             origins,

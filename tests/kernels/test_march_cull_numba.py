@@ -65,11 +65,11 @@ def fused(field, origins, directions, binaries, aabbs, step, cone, cap, alpha_th
 @pytest.mark.parametrize(
     "levels, cone, cap, alpha_threshold, expected",
     [
-        (1, 0.0, None, 0.01, 16.0),
-        (1, 0.0, None, 0.01, 0.1),
+        (1, 0.0, None, 0.01, 64.0),
+        (1, 0.0, None, 0.01, 4.0),
         (1, 0.0, 7, 0.01, 16.0),
-        (1, 0.0, None, 0.0, 16.0),
-        (2, 1 / 64, None, 0.01, 16.0),
+        (1, 0.0, None, 0.0, 64.0),
+        (2, 1 / 64, None, 0.01, 64.0),
     ],
     ids=["uniform", "scratch-overflows", "capped", "no-alpha-threshold", "cone-two-levels"],
 )
@@ -87,8 +87,15 @@ def test_fused_marching_and_culling_equals_the_marcher_then_the_culling_kernel(
     for ours, theirs in zip(mine[:4], reference[:4]):
         assert torch.equal(ours, theirs)
     assert mine[4] == {"evaluated": reference[4]["evaluated"], "alpha_culled": reference[4]["alpha_culled"]}
-    if expected < 1:
-        assert len(mine[0]) > CHUNK_RAYS  # some chunk kept more than its scratch rows: marched again
+    fits = torch.bincount(mine[0] // CHUNK_RAYS) <= CHUNK_RAYS * min(expected, cap or math.inf)
+    if expected < 16:  # some chunks kept more than their scratch rows and were marched again, others were not
+        assert fits.any() and not fits.all()
+    else:  # every chunk packed from its scratch rows
+        assert fits.all()
+    if cap is not None:  # the cap binds: without it more candidates are marched
+        uncapped = marched_then_culled(field, origins, directions, binaries, aabbs, step, cone, None, alpha_threshold)
+        assert reference[4]["candidates"] < uncapped[4]["candidates"]
+        assert torch.bincount(reference[0]).max() <= cap
 
 
 def test_fused_marching_and_culling_keeps_what_the_reference_keeps():
