@@ -144,7 +144,20 @@ def _kept_by_fused_pass(
     handed the kept samples' positions and encodings."""
     visible, encodings, counts = fused
     keep = torch.nonzero(visible).reshape(-1)
-    rays = ray_indices[keep]
-    positions = origins.float()[rays] + directions.float()[rays] * (0.5 * (t_starts[keep] + t_ends[keep]))[:, None]
-    record.keep_encoded(positions, encodings[keep])
+    hand_encoded_samples(record, ray_indices[keep], t_starts[keep], t_ends[keep], encodings[keep], origins, directions)
     return keep, {"candidates": t_starts.numel(), "kept": keep.numel(), **counts}
+
+
+def hand_encoded_samples(
+    record: DensityRecord,
+    ray_indices: Int[Tensor, " k"],
+    t_starts: Float[Tensor, " k"],
+    t_ends: Float[Tensor, " k"],
+    encodings: Float[Tensor, "k enc"],
+    origins: Float[Tensor, "n_rays 3"],
+    directions: Float[Tensor, "n_rays 3"],
+) -> None:
+    """Hand ``record`` the samples a fused pass kept: their positions (interval midpoints along their rays) and
+    the encodings the pass computed (:meth:`~nerfstudio_accel.sampling.base.DensityRecord.keep_encoded`)."""
+    mids = 0.5 * (t_starts + t_ends)
+    record.keep_encoded(origins.float()[ray_indices] + directions.float()[ray_indices] * mids[:, None], encodings)

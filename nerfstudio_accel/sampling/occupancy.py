@@ -44,7 +44,12 @@ from nerfstudio_accel.sampling.base import (
     StateOverlay,
     ray_bounds,
 )
-from nerfstudio_accel.sampling.culling_pass import AlphaThreshold, cull_marched, evaluate_in_chunks
+from nerfstudio_accel.sampling.culling_pass import (
+    AlphaThreshold,
+    cull_marched,
+    evaluate_in_chunks,
+    hand_encoded_samples,
+)
 from nerfstudio_accel.sampling.front_to_back_culling import chosen_first_samples
 from nerfstudio_accel.sampling.packed import PackedSamples
 from nerfstudio_accel.step_phases import phase
@@ -350,7 +355,7 @@ class OccupancySampler(Sampler):
             with phase("culling density pass"):
                 fused = self._march_and_cull(network, *rays)
                 if fused is not None:
-                    return self._kept_by_fused_pass(fused, density_fn, origins, directions)  # type: ignore[arg-type]
+                    return self._fused_samples(fused, density_fn, origins, directions)  # type: ignore[arg-type]
         with phase("marching"):
             ray_indices, t_starts, t_ends = self._traverse(*rays)
         samples, counts = visible_samples(
@@ -400,7 +405,7 @@ class OccupancySampler(Sampler):
             self._kept_per_ray = fused[0].shape[0] / origins.shape[0]
         return fused
 
-    def _kept_by_fused_pass(
+    def _fused_samples(
         self,
         fused: Tuple[Tensor, Tensor, Tensor, Tensor, Dict[str, int]],
         record: DensityRecord,
@@ -410,10 +415,7 @@ class OccupancySampler(Sampler):
         """The fused pass's samples, the record handed their positions and encodings; in training, its counts kept
         for :meth:`figures` (every candidate marched is evaluated: the walk ends at the early stop)."""
         ray_indices, t_starts, t_ends, encodings, counts = fused
-        positions = (
-            origins.float()[ray_indices] + directions.float()[ray_indices] * (0.5 * (t_starts + t_ends))[:, None]
-        )
-        record.keep_encoded(positions, encodings)
+        hand_encoded_samples(record, ray_indices, t_starts, t_ends, encodings, origins, directions)
         if self.training:
             self._last_counts = {"candidates": counts["evaluated"], "kept": ray_indices.numel(), **counts}
         return PackedSamples(ray_indices, t_starts, t_ends, origins, directions)
