@@ -38,6 +38,7 @@ ROWS: List[Tuple[str, str, str]] = [
     ("occupied_fraction", "occupied grid cells", "{:.1%}"),
     ("alpha_culled_fraction", "alpha-culled samples", "{:.1%}"),
     ("early_stopped_fraction", "early-stopped samples", "{:.1%}"),
+    ("evaluated_per_kept", "densities evaluated per kept sample", "{:.2f}"),
     ("mining_B", "hard mining B", "{:,.0f}"),
     ("mining_b", "hard mining b", "{:,.0f}"),
     ("mining_b_over_B", "b/B", "{:.2f}"),

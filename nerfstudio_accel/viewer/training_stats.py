@@ -95,7 +95,7 @@ class TrainingStats:
 
     def snapshot(self) -> Dict[str, Union[Number, str]]:
         """The panel's values: rates over the window, the latest step's figures, culling fractions
-        (of the marched candidates), the input stall, hard mining, precision, loss scale, skipped steps,
+        (of the marched candidates) and densities evaluated per kept sample, the input stall, hard mining, precision, loss scale, skipped steps,
         PSNR, ETA and, for a split scene, each block's samples per ray."""
         seconds = sum(record.seconds for record in self.steps)
         rays = sum(record.rays for record in self.steps)
@@ -125,6 +125,8 @@ class TrainingStats:
             kept = latest.get("kept", candidates)
             values["alpha_culled_fraction"] = alpha_culled / candidates
             values["early_stopped_fraction"] = max(candidates - kept - alpha_culled, 0.0) / candidates
+            if "evaluated" in latest and kept > 0:
+                values["evaluated_per_kept"] = latest["evaluated"] / kept
         for name, value in latest.items():
             if name in ("occupied_fraction", "input_stall_fraction") or name.startswith(SAMPLES_PER_RAY_OF_BLOCK):
                 values[name] = value

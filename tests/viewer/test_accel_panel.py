@@ -78,6 +78,9 @@ def test_stats_average_over_the_window_and_thin_the_history():
     )
     values = culled.snapshot()
     assert values["alpha_culled_fraction"] == 0.5 and values["early_stopped_fraction"] == pytest.approx(0.2)
+    assert "evaluated_per_kept" not in values  # a sampler that does not count its density evaluations
+    culled.record(1, 1.0, 0.0, {}, sampling={"candidates": 100, "evaluated": 60, "kept": 24, "alpha_culled": 30})
+    assert culled.snapshot()["evaluated_per_kept"] == pytest.approx(2.5)
     assert values["occupied_fraction"] == 0.25
 
 
@@ -139,6 +142,9 @@ def test_the_panel_shows_the_culling_counts_of_the_steps_it_reads(tiny_scene, tm
     counts = trainer.pipeline.model.sampling_figures()  # step 3's
     assert values["step"] == 3 and counts["candidates"] > 0
     assert values["alpha_culled_fraction"] == pytest.approx(counts["alpha_culled"] / counts["candidates"])
+    assert values["evaluated_per_kept"] == pytest.approx(counts["evaluated"] / counts["kept"])
+    text = trainer.accel_panel.summary.content
+    assert f"| densities evaluated per kept sample | {counts['evaluated'] / counts['kept']:.2f} |" in text
 
 
 def test_the_chart_is_redrawn_at_most_every_chart_interval(tiny_scene, tmp_path, viser_server):
