@@ -94,9 +94,9 @@ class TrainingStats:
             self.history = self.history[::2]
 
     def snapshot(self) -> Dict[str, Union[Number, str]]:
-        """The panel's values: rates over the window, the latest step's figures, culling fractions
-        (of the marched candidates) and densities evaluated per kept sample, the input stall, hard mining, precision, loss scale, skipped steps,
-        PSNR, ETA and, for a split scene, each block's samples per ray."""
+        """The panel's values: rates over the window, the latest step's figures, culling fractions (of the
+        marched candidates) and densities evaluated per kept sample, the input stall, hard mining, precision,
+        loss scale, skipped steps, PSNR, ETA and, for a split scene, each block's samples per ray."""
         seconds = sum(record.seconds for record in self.steps)
         rays = sum(record.rays for record in self.steps)
         samples = sum(record.samples for record in self.steps)

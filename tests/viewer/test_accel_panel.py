@@ -78,10 +78,10 @@ def test_stats_average_over_the_window_and_thin_the_history():
     )
     values = culled.snapshot()
     assert values["alpha_culled_fraction"] == 0.5 and values["early_stopped_fraction"] == pytest.approx(0.2)
+    assert values["occupied_fraction"] == 0.25
     assert "evaluated_per_kept" not in values  # a sampler that does not count its density evaluations
     culled.record(1, 1.0, 0.0, {}, sampling={"candidates": 100, "evaluated": 60, "kept": 24, "alpha_culled": 30})
     assert culled.snapshot()["evaluated_per_kept"] == pytest.approx(2.5)
-    assert values["occupied_fraction"] == 0.25
 
 
 def attach(trainer, panel: AccelPanel) -> None:
