@@ -13,7 +13,7 @@ from jaxtyping import Float
 from nerfstudio.model_components import renderers
 from torch import Tensor
 
-from nerfstudio_accel.ops.volume_rendering import accumulate_along_rays, render_weight_from_density
+from nerfstudio_accel.ops.volume_rendering import composite_along_rays
 from nerfstudio_accel.sampling.packed import PackedSamples
 
 BackgroundMode = Literal["random", "white", "black"]
@@ -40,12 +40,9 @@ def render_packed(
         sigmas = densities.float().reshape(-1)
         colors = colors.float()
         n_rays, ray_indices = samples.n_rays, samples.ray_indices
-        weights = render_weight_from_density(
-            samples.t_starts, samples.t_ends, sigmas, ray_indices, n_rays, backend=backend
+        weights, accumulation, rgb, depth = composite_along_rays(
+            samples.t_starts, samples.t_ends, sigmas, colors, ray_indices, n_rays, backend=backend
         )
-        accumulation = accumulate_along_rays(weights, None, ray_indices, n_rays)
-        rgb = accumulate_along_rays(weights, colors, ray_indices, n_rays)
-        depth = accumulate_along_rays(weights, samples.t_mids[:, None], ray_indices, n_rays)
         depth = depth / torch.clamp(accumulation, min=1e-10)
         rgb = rgb + (1.0 - accumulation) * background.float()
     return {"rgb": rgb, "accumulation": accumulation, "depth": depth, "weights": weights}

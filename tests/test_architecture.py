@@ -110,7 +110,13 @@ def test_the_bench_and_the_viewer_sit_on_top():
 
 
 BACKEND_NAMES = {"nerfacc", "kernel"}
-BACKEND_BRANCHES = {"ops/backends.py", "ops/marching.py", "ops/volume_rendering.py", "ops/hash_encoding.py"}
+BACKEND_BRANCHES = {
+    "ops/backends.py",
+    "ops/marching.py",
+    "ops/volume_rendering.py",
+    "ops/hash_encoding.py",
+    "ops/direction_encoding.py",
+}
 """The only files that compare with a compiled backend's name: the config resolution and the ops that dispatch."""
 
 
@@ -193,7 +199,9 @@ MIRRORED_LAYERS = ("kernels", "ops", "fields", "sampling")
 """Folders whose every module has its tests in ``tests/<folder>/test_<module>.py`` (a leading ``_`` dropped), or
 in the file :data:`TESTED_IN` names."""
 TESTED_IN = {
+    "kernels/compositing_numba.py": "ops/test_volume_rendering.py",
     "kernels/density_network.py": "kernels/test_culling_numba.py",
+    "kernels/spherical_harmonics_numba.py": "ops/test_direction_encoding.py",
     "kernels/hash_encoding_numba.py": "ops/test_hash_encoding_backends.py",
     "kernels/hash_layout.py": "encodings/test_hash_encoding.py",
     "kernels/lattice.py": "ops/test_marching.py",

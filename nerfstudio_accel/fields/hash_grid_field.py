@@ -22,6 +22,7 @@ from torch import Tensor, nn
 from nerfstudio_accel.encodings.hash_encoding import MultiresHashEncoding
 from nerfstudio_accel.kernels.density_network import DensityNetwork
 from nerfstudio_accel.kernels.hash_layout import HashGridLayout
+from nerfstudio_accel.ops.direction_encoding import spherical_harmonics
 from nerfstudio_accel.ops.hash_encoding import cached_level_tensors, fused_culling_reads
 
 MAX_LOG_DENSITY = 60.0
@@ -132,7 +133,7 @@ class HashGridField(nn.Module):
             num_layers=2,
             layer_width=hidden_dim,
             out_dim=1 + geo_feat_dim,
-            activation=nn.ReLU(),
+            activation=nn.ReLU(inplace=True),  # on the layer's fresh output: no copy per hidden layer
             implementation=implementation,
         )
         self.direction_encoding = SHEncoding(levels=4, implementation=implementation)
@@ -144,7 +145,7 @@ class HashGridField(nn.Module):
             num_layers=num_layers_color + 1,
             layer_width=hidden_dim_color,
             out_dim=3,
-            activation=nn.ReLU(),
+            activation=nn.ReLU(inplace=True),  # on the layer's fresh output: no copy per hidden layer
             implementation=implementation,
         )
 
@@ -237,16 +238,22 @@ class HashGridField(nn.Module):
         ``appearance``: each sample's appearance vector, required with ``shared_appearance`` (else unused)."""
         if directions.shape[0] == 0:
             return directions.new_zeros(0, 3)
-        # tiny-cuda-nn's spherical harmonics take directions mapped to [0, 1]^3, nerfstudio's torch ones unit vectors
-        tcnn_directions = self.direction_encoding.tcnn_encoding is not None
-        sh_input = (directions + 1.0) / 2.0 if tcnn_directions else directions
-        features = [self.direction_encoding(sh_input).to(geo_features), geo_features]
+        features = [self.encode_directions(directions).to(geo_features), geo_features]
         if self.appearance is not None:
             features.append(self.appearance_vectors(camera_indices, directions.shape[0]).to(geo_features))
         elif self.appearance_input:
             assert appearance is not None, "a field with shared appearance takes each sample's vector"
             features.append(appearance.to(geo_features))
         return self.color_mlp(torch.cat(features, dim=-1))
+
+    def encode_directions(self, directions: Float[Tensor, "n 3"]) -> Float[Tensor, "n sh"]:
+        """Spherical harmonics of unit view ``directions``: tiny-cuda-nn's (which take them mapped to ``[0, 1]^3``),
+        else :func:`~nerfstudio_accel.ops.direction_encoding.spherical_harmonics` on the position encoding's
+        backend."""
+        if self.direction_encoding.tcnn_encoding is not None:
+            return self.direction_encoding((directions + 1.0) / 2.0)
+        backend = self.position_encoding.backend
+        return spherical_harmonics(directions, self.direction_encoding.levels, backend=backend)
 
     def appearance_vectors(self, camera_indices: Optional[Int[Tensor, " n"]], n: int) -> Float[Tensor, "n dim"]:
         """Each sample's image embedding in training; the mean embedding otherwise (or without indices)."""

@@ -191,6 +191,38 @@ def render_visibility_from_density(
     return visible
 
 
+def composite_along_rays(
+    t_starts: Float[Tensor, " n_samples"],
+    t_ends: Float[Tensor, " n_samples"],
+    sigmas: Float[Tensor, " n_samples"],
+    colors: Float[Tensor, "n_samples 3"],
+    ray_indices: Int[Tensor, " n_samples"],
+    n_rays: int,
+) -> Tuple[
+    Float[Tensor, " n_samples"], Float[Tensor, "n_rays 1"], Float[Tensor, "n_rays 3"], Float[Tensor, "n_rays 1"]
+]:
+    """Weights (:func:`render_weight_from_density`) and their :func:`ray_sums`."""
+    weights = render_weight_from_density(t_starts, t_ends, sigmas, ray_indices, n_rays)
+    return (weights, *ray_sums(weights, colors, t_starts, t_ends, ray_indices, n_rays))
+
+
+def ray_sums(
+    weights: Float[Tensor, " n_samples"],
+    colors: Float[Tensor, "n_samples 3"],
+    t_starts: Float[Tensor, " n_samples"],
+    t_ends: Float[Tensor, " n_samples"],
+    ray_indices: Int[Tensor, " n_samples"],
+    n_rays: int,
+) -> Tuple[Float[Tensor, "n_rays 1"], Float[Tensor, "n_rays 3"], Float[Tensor, "n_rays 1"]]:
+    """Per ray ``sum w`` (opacity), ``sum w c`` and ``sum w t_mid`` (the depth before dividing by opacity)."""
+    t_mids = 0.5 * (t_starts + t_ends)
+    return (
+        accumulate_along_rays(weights, None, ray_indices, n_rays),
+        accumulate_along_rays(weights, colors, ray_indices, n_rays),
+        accumulate_along_rays(weights, t_mids[:, None], ray_indices, n_rays),
+    )
+
+
 def accumulate_along_rays(
     weights: Float[Tensor, " n_samples"],
     values: Float[Tensor, "n_samples channels"] | None,

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Dict, Optional, Tuple
 
+import torch
 from jaxtyping import Bool, Float, Int
 from torch import Tensor
 
@@ -113,6 +114,57 @@ def visibility_with_density_network(
         alpha_threshold,
         early_stop_eps,
         precision.OPTICAL_DEPTH_CAP,
+    )
+
+
+def composite_along_rays(
+    t_starts: Float[Tensor, " n_samples"],
+    t_ends: Float[Tensor, " n_samples"],
+    sigmas: Float[Tensor, " n_samples"],
+    colors: Float[Tensor, "n_samples 3"],
+    ray_indices: Int[Tensor, " n_samples"],
+    n_rays: int,
+    backend: str = "torch",
+) -> Tuple[
+    Float[Tensor, " n_samples"], Float[Tensor, "n_rays 1"], Float[Tensor, "n_rays 3"], Float[Tensor, "n_rays 1"]
+]:
+    """The weights of :func:`render_weight_from_density` ``(n_samples,)`` and per ray ``sum w`` (opacity),
+    ``sum w c`` and ``sum w t_mid`` with ``t_mid`` the interval's midpoint (differentiable in ``sigmas`` and
+    ``colors``).
+
+    ``backend``: ``kernel`` on float32 CPU tensors whose intervals have no graph is one numba kernel each way
+    (:func:`~nerfstudio_accel.kernels.compositing_numba.composite_along_rays`); ``nerfacc`` scans the weights
+    with its CUDA op; otherwise the torch twin.
+
+    Example:
+        >>> weights, opacity, rgb, depth = composite_along_rays(
+        ...     torch.tensor([0.0, 1.0]), torch.tensor([1.0, 2.0]), torch.tensor([0.6931472] * 2),
+        ...     torch.tensor([[1.0, 0.0, 0.0], [0.0, 1.0, 0.0]]), torch.tensor([0, 0]), n_rays=1,
+        ... )
+        >>> [round(v, 4) for v in rgb[0].tolist()], round(float(depth[0]), 4)
+        ([0.5, 0.25, 0.0], 0.625)
+    """
+    if backend == "kernel" and fused_compositing_takes(t_starts, t_ends, sigmas, colors):
+        from nerfstudio_accel.kernels.compositing_numba import composite_along_rays as fused
+
+        return fused(t_starts, t_ends, sigmas, colors, ray_indices, n_rays, precision.OPTICAL_DEPTH_CAP)
+    if backend == "nerfacc":
+        weights = render_weight_from_density(t_starts, t_ends, sigmas, ray_indices, n_rays, backend)
+        return (weights, *_torch_impl.ray_sums(weights, colors, t_starts, t_ends, ray_indices, n_rays))
+    return _torch_impl.composite_along_rays(t_starts, t_ends, sigmas, colors, ray_indices, n_rays)
+
+
+def fused_compositing_takes(
+    t_starts: Float[Tensor, " n_samples"],
+    t_ends: Float[Tensor, " n_samples"],
+    sigmas: Float[Tensor, " n_samples"],
+    colors: Float[Tensor, "n_samples 3"],
+) -> bool:
+    """Whether the CPU kernel composites these tensors: all float32 on the CPU, the intervals without a graph
+    (it gives no gradient for them)."""
+    tensors = (t_starts, t_ends, sigmas, colors)
+    return all(t.device.type == "cpu" and t.dtype == torch.float32 for t in tensors) and not (
+        t_starts.requires_grad or t_ends.requires_grad
     )
 
 

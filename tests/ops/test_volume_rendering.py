@@ -10,6 +10,8 @@ import torch
 from nerfstudio_accel.ops import _torch_impl
 from nerfstudio_accel.ops.volume_rendering import (
     accumulate_along_rays,
+    composite_along_rays,
+    fused_compositing_takes,
     render_visibility_from_density,
     render_weight_from_density,
 )
@@ -73,3 +75,87 @@ def test_sums_along_rays_match_the_twin(device):
             weights.to(on), None if values is None else values.to(on), ray_indices.to(on), N_RAYS
         )
         assert_like_twin(actual, expected, "torch", device)
+
+
+# --- the fused CPU compositing kernel (kernels/compositing_numba.py) against the twin ---
+
+
+def _composite(backend, ray_indices, t_starts, t_ends, sigmas, colors, seed=3):
+    """Outputs and the gradients of sigmas and colours under random upstream gradients on all four outputs."""
+    sigmas = sigmas.clone().requires_grad_(True)
+    colors = colors.clone().requires_grad_(True)
+    outputs = composite_along_rays(t_starts, t_ends, sigmas, colors, ray_indices, N_RAYS, backend=backend)
+    generator = torch.Generator().manual_seed(seed)
+    upstream = [torch.randn(output.shape, generator=generator) for output in outputs]
+    grads = torch.autograd.grad(outputs, [sigmas, colors], upstream)
+    return [output.detach() for output in outputs], list(grads)
+
+
+def _assert_close_to_twin(problem):
+    expected_outputs, expected_grads = _composite("torch", *problem)
+    actual_outputs, actual_grads = _composite("kernel", *problem)
+    for actual, expected in zip(actual_outputs + actual_grads, expected_outputs + expected_grads):
+        torch.testing.assert_close(actual, expected, rtol=1e-5, atol=1e-6, equal_nan=True)
+    return actual_outputs, actual_grads
+
+
+def test_the_kernel_runs_on_cpu_float32_and_its_outputs_and_gradients_match_the_twin():
+    problem = packed_problem(seed=4)
+    ray_indices, t_starts, t_ends, sigmas, colors = problem
+    assert fused_compositing_takes(t_starts, t_ends, sigmas, colors)
+    weights = composite_along_rays(
+        t_starts, t_ends, sigmas.requires_grad_(True), colors, ray_indices, N_RAYS, "kernel"
+    )[0]
+    assert type(weights.grad_fn).__name__ == "_FusedCompositingBackward"  # the kernel ran, not the twin
+    outputs, grads = _assert_close_to_twin(packed_problem(seed=4))
+    assert 0.05 < float(outputs[1].mean()) < 0.95  # some rays clear, some opaque: both gradient terms matter
+    assert bool((grads[0] > 0).any()) and bool((grads[0] < 0).any())
+
+
+def test_overflowing_densities_match_the_twin():
+    ray_indices, t_starts, t_ends, sigmas, colors = packed_problem(seed=5)
+    first_sample = torch.searchsorted(ray_indices, torch.arange(N_RAYS))
+    sigmas[first_sample[10] + 1] = float("inf")  # an optical depth above the cap: the scan adds the cap
+    sigmas[first_sample[20] + 1] = 1e9 / 0.005  # finite but capped: no gradient through the scan
+    outputs, grads = _assert_close_to_twin((ray_indices, t_starts, t_ends, sigmas, colors))
+    assert float(outputs[0][first_sample[10] + 2]) == 0.0  # behind the infinite density nothing shows
+    assert all(bool(torch.isfinite(t).all()) for t in outputs + grads)
+
+
+def test_a_nan_density_spoils_its_own_ray_only():
+    """The twin's values keep a NaN to its ray too; its gradient, a reverse cumulative sum over the whole batch,
+    spreads NaN to every earlier sample (a NaN loss skips the step either way)."""
+    ray_indices, t_starts, t_ends, sigmas, colors = packed_problem(seed=5)
+    nan_sample = int(torch.searchsorted(ray_indices, torch.tensor(30))) + 1
+    sigmas[nan_sample] = float("nan")
+    expected_outputs, expected_grads = _composite("torch", ray_indices, t_starts, t_ends, sigmas, colors)
+    actual_outputs, actual_grads = _composite("kernel", ray_indices, t_starts, t_ends, sigmas, colors)
+    for actual, expected in zip(actual_outputs, expected_outputs):
+        torch.testing.assert_close(actual, expected, rtol=1e-5, atol=1e-6, equal_nan=True)
+    other_rays = ray_indices != 30
+    assert torch.isfinite(actual_outputs[0][other_rays]).all()
+    for actual, expected in zip(actual_grads, expected_grads):
+        assert torch.isfinite(actual[other_rays]).all()
+        after = torch.arange(ray_indices.numel()) > nan_sample  # where the twin's gradient is still finite
+        torch.testing.assert_close(actual[after & other_rays], expected[after & other_rays], rtol=1e-5, atol=1e-6)
+
+
+def test_an_empty_batch_composites_to_empty_rays():
+    empty = torch.zeros(0)
+    outputs, grads = _composite("kernel", torch.zeros(0, dtype=torch.long), empty, empty, empty, torch.zeros(0, 3))
+    assert outputs[0].shape == (0,) and outputs[2].shape == (N_RAYS, 3)
+    assert not outputs[1].any() and grads[0].shape == (0,)
+
+
+@pytest.mark.parametrize("case", ["float64", "interval graph"])
+def test_tensors_the_kernel_cannot_take_go_to_the_twin(case):
+    ray_indices, t_starts, t_ends, sigmas, colors = packed_problem(seed=6)
+    if case == "float64":
+        t_starts, t_ends, sigmas, colors = (t.double() for t in (t_starts, t_ends, sigmas, colors))
+    else:
+        t_ends = t_ends.clone().requires_grad_(True)
+    assert not fused_compositing_takes(t_starts, t_ends, sigmas, colors)
+    weights = composite_along_rays(
+        t_starts, t_ends, sigmas.requires_grad_(True), colors, ray_indices, N_RAYS, "kernel"
+    )[0]
+    assert type(weights.grad_fn).__name__ != "_FusedCompositingBackward"
