@@ -215,3 +215,13 @@ def hilly_field(contract: bool = False, region: Optional[torch.Tensor] = None, h
         output.weight[0] *= 4.0 / raw.std()
         output.bias[0] -= field.density_head(points)[:, 0].mean() + 1.0
     return field.eval()
+
+
+def field_pair(first_backend: str, second_backend: str):
+    """Two small fields over ``[-1, 1]^3`` with the same weights, whose hash encodings run on the given backends."""
+    aabb = torch.tensor([[-1.0] * 3, [1.0] * 3])
+    torch.manual_seed(0)
+    first = HashGridField(aabb, log2_hashmap_size=12, hash_backend=first_backend)
+    second = HashGridField(aabb, log2_hashmap_size=12, hash_backend=second_backend)
+    second.load_state_dict(first.state_dict())
+    return first, second

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import torch
 
+from accel_test_helpers import field_pair
 from nerfstudio_accel.fields.hash_grid_field import MAX_LOG_DENSITY, HashGridField, grid_coordinates
 
 AABB = torch.tensor([[-1.0, -2.0, -1.0], [1.0, 2.0, 3.0]])
@@ -67,3 +68,19 @@ def test_density_activation_is_capped_finite_and_empty_inputs_make_no_call():
     field = small_field()
     assert field.density_head(torch.zeros(0, 3)).shape == (0, 1 + field.geo_feat_dim)
     assert field.color_raw(torch.zeros(0, field.geo_feat_dim), torch.zeros(0, 3)).shape == (0, 3)
+
+
+def test_in_place_relus_give_the_gradients_of_out_of_place_ones():
+    """The MLPs' ReLUs overwrite their layer's output; a backward through them equals one through copies."""
+    in_place, copying = field_pair("kernel", "kernel")
+    for mlp in (copying.density_mlp, copying.color_mlp):
+        mlp.activation = torch.nn.ReLU()
+    assert in_place.density_mlp.activation.inplace and in_place.color_mlp.activation.inplace
+    positions = torch.rand(300, 3, generator=torch.Generator().manual_seed(1)) * 2 - 1
+    directions = torch.nn.functional.normalize(torch.randn(300, 3, generator=torch.Generator().manual_seed(2)), dim=-1)
+    for field in (in_place, copying):
+        density, color = field.field_raw(positions, directions)
+        (density.sum() + (color * torch.linspace(-1, 1, 3)).sum()).backward()
+    for (name, ours), theirs in zip(in_place.named_parameters(), copying.parameters()):
+        assert ours.grad is not None and ours.grad.abs().sum() > 0, name
+        torch.testing.assert_close(ours.grad, theirs.grad, rtol=0, atol=0, msg=name)

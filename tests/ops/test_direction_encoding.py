@@ -7,7 +7,7 @@ import pytest
 import torch
 from nerfstudio.utils.math import components_from_spherical_harmonics
 
-from nerfstudio_accel.fields.hash_grid_field import HashGridField
+from accel_test_helpers import field_pair
 from nerfstudio_accel.ops.direction_encoding import spherical_harmonics
 
 
@@ -36,11 +36,7 @@ def test_what_the_kernel_does_not_take_runs_the_twin(backend, levels, dtype):
 
 
 def test_the_fields_colour_is_the_same_on_either_backend():
-    aabb = torch.tensor([[-1.0] * 3, [1.0] * 3])
-    torch.manual_seed(0)
-    reference = HashGridField(aabb, log2_hashmap_size=12, hash_backend="torch")
-    fused = HashGridField(aabb, log2_hashmap_size=12, hash_backend="kernel")
-    fused.load_state_dict(reference.state_dict())
+    reference, fused = field_pair("torch", "kernel")
     geo = torch.randn(500, reference.geo_feat_dim, requires_grad=True)
     directions = _directions(500)
     expected = reference.color_raw(geo, directions)
