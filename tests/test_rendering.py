@@ -98,11 +98,16 @@ def test_packed_visibility_matches_nerfacc_batched(early_stop_eps, alpha_thresho
     assert 0 < int(expected.sum()) < expected.numel()
 
 
-def test_render_packed_matches_nerfacc_batched():
+@pytest.mark.parametrize("backend", ["torch", "kernel"])  # the twin's ops, and the CPU compositing kernel
+def test_render_packed_matches_nerfacc_batched(backend):
     """rgb, accumulation, depth and weights of ``render_packed`` equal nerfacc's batched rendering."""
     problem = batched_problem(seed=2)
     result = rendering.render_packed(
-        packed(problem), problem["sigmas"].reshape(-1, 1), problem["colors"].reshape(-1, 3), problem["background"]
+        packed(problem),
+        problem["sigmas"].reshape(-1, 1),
+        problem["colors"].reshape(-1, 3),
+        problem["background"],
+        backend=backend,
     )
     expected = nerfacc_batched_render(problem, problem["sigmas"], problem["colors"])
     for key in ("rgb", "accumulation", "depth", "weights"):
@@ -110,7 +115,8 @@ def test_render_packed_matches_nerfacc_batched():
     assert result["rgb"].shape == (N_RAYS, 3) and result["accumulation"].shape == result["depth"].shape == (N_RAYS, 1)
 
 
-def test_render_packed_gradients_match_nerfacc_batched():
+@pytest.mark.parametrize("backend", ["torch", "kernel"])
+def test_render_packed_gradients_match_nerfacc_batched(backend):
     """Gradients of a loss on rgb, accumulation and depth w.r.t. densities and colours equal nerfacc's."""
     problem = batched_problem(seed=3)
     generator = torch.Generator().manual_seed(33)
@@ -127,7 +133,9 @@ def test_render_packed_gradients_match_nerfacc_batched():
         return torch.autograd.grad(loss, (sigmas, colors))
 
     ours = gradients(
-        lambda s, c: rendering.render_packed(packed(problem), s.reshape(-1, 1), c.reshape(-1, 3), problem["background"])
+        lambda s, c: rendering.render_packed(
+            packed(problem), s.reshape(-1, 1), c.reshape(-1, 3), problem["background"], backend=backend
+        )
     )
     theirs = gradients(lambda s, c: nerfacc_batched_render(problem, s, c))
     torch.testing.assert_close(ours[0], theirs[0], **CLOSE, msg="d/d sigmas")

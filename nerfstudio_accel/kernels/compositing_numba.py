@@ -4,14 +4,15 @@ The torch twin (:func:`~nerfstudio_accel.ops._torch_impl.composite_along_rays`) 
 over the whole batch, then sums weights, colours and depths per ray with ``index_add``: some thirty ATen ops and as
 many in backward. Here one loop walks the rays (one thread: at a training batch's size, two did not pay). Forward:
 the weights ``w_i = T_i alpha_i`` (a float64 running sum of capped optical depths, as
-:mod:`~nerfstudio_accel.ops.precision` prescribes) and the ray's sums. Backward, in one reverse pass per ray, each sample's gradients from the per-ray sums' and the weights' gradients:
+:mod:`~nerfstudio_accel.ops.precision` prescribes) and the ray's sums. Backward, in one reverse pass per ray, each
+sample's gradients from the per-ray sums' and the weights' gradients:
 
     G_i = dL/dw_i + dL/dacc + dL/drgb . c_i + dL/ddepth * t_mid_i
     dL/dc_i = w_i dL/drgb
     dL/dsigma_k = dt_k (G_k T_k exp(-sigma_k dt_k) - [sigma_k dt_k finite and <= cap] sum_{i > k} G_i w_i)
 
 the last sum over the ray's later samples, in float64 (``cap``: the largest optical depth a scan adds). Values agree
-with the twin's to float32 rounding.
+with the twin's to float32 rounding (the twin's whole-batch float64 sums lose a little more on very large batches).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import numpy as np
 import torch
 from jaxtyping import Float, Int
 from torch import Tensor
+from torch.autograd.function import once_differentiable
 
 _ZERO = np.float32(0.0)
 _HALF = np.float32(0.5)
@@ -90,7 +92,8 @@ def _composite_backward(
 
 
 class _FusedCompositing(torch.autograd.Function):
-    """:func:`composite_along_rays` with the kernels' backward (gradients for sigmas and colours only)."""
+    """:func:`composite_along_rays` with the kernels' backward (gradients for sigmas and colours only; no double
+    backward)."""
 
     @staticmethod
     def forward(ctx, t_starts, t_ends, sigmas, colors, ray_starts, cap):  # type: ignore[override]
@@ -108,11 +111,12 @@ class _FusedCompositing(torch.autograd.Function):
         return weights, sums
 
     @staticmethod
+    @once_differentiable
     def backward(ctx, grad_weights, grad_sums):  # type: ignore[override]
+        """Unused outputs' gradients arrive as zeros (autograd materialises them)."""
         t_starts, t_ends, sigmas, colors, ray_starts, weights, transmittance = ctx.saved_tensors
-        n, n_rays = sigmas.shape[0], ray_starts.shape[0] - 1
-        grad_weights = torch.zeros(n) if grad_weights is None else grad_weights.float().contiguous()
-        grad_sums = torch.zeros(n_rays, 5) if grad_sums is None else grad_sums.float().contiguous()
+        n = sigmas.shape[0]
+        grad_weights, grad_sums = grad_weights.float().contiguous(), grad_sums.float().contiguous()
         grad_sigmas = torch.empty(n, dtype=torch.float32)
         grad_colors = torch.empty(n, 3, dtype=torch.float32)
         if n:

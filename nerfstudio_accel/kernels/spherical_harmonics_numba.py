@@ -18,6 +18,7 @@ _F = np.float32
 
 @numba.njit(cache=True)
 def _encode(directions, out):
+    """``out (n, 16)``: each row of ``directions (n, 3)`` encoded, component by component as the twin writes it."""
     for i in range(directions.shape[0]):
         x, y, z = directions[i, 0], directions[i, 1], directions[i, 2]
         xx, yy, zz = x * x, y * y, z * z
@@ -40,7 +41,8 @@ def _encode(directions, out):
 
 
 def spherical_harmonics(directions: Float[Tensor, "n 3"]) -> Float[Tensor, "n 16"]:
-    """The 16 real spherical harmonics of bands 0 to 3 of unit ``directions`` (CPU float32; no gradient, as the twin's)."""
+    """The 16 real spherical harmonics ``(n, 16)`` of bands 0 to 3 of unit ``directions`` (CPU float32; no gradient,
+    as the twin's)."""
     out = torch.empty(directions.shape[0], 16, dtype=torch.float32)
     _encode(directions.detach().contiguous().numpy(), out.numpy())
     return out

@@ -117,7 +117,8 @@ def draw_hard_samples(importance: Float[Tensor, " B"], b: int) -> Int[Tensor, " 
     if b == available:
         return torch.nonzero(importance, as_tuple=False).reshape(-1)
     weights = importance.float()
-    exponentials = torch.rand_like(weights).log_().neg_()  # Exp(1): a quarter of exponential_'s time on the CPU
+    uniforms = torch.rand_like(weights).clamp_min_(torch.finfo(weights.dtype).tiny)  # (0, 1): no infinite key
+    exponentials = uniforms.log_().neg_()  # Exp(1), in a quarter of exponential_'s time on the CPU
     keys = (weights / exponentials).masked_fill_(importance == 0, -1.0)  # (B,)
     return torch.sort(torch.topk(keys, b, sorted=False).indices).values
 

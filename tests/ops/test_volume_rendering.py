@@ -117,8 +117,10 @@ def test_overflowing_densities_match_the_twin():
     first_sample = torch.searchsorted(ray_indices, torch.arange(N_RAYS))
     sigmas[first_sample[10] + 1] = float("inf")  # an optical depth above the cap: the scan adds the cap
     sigmas[first_sample[20] + 1] = 1e9 / 0.005  # finite but capped: no gradient through the scan
+    t_ends[first_sample[40] + 1] = t_starts[first_sample[40] + 1]  # a zero-length interval: no weight
     outputs, grads = _assert_close_to_twin((ray_indices, t_starts, t_ends, sigmas, colors))
     assert float(outputs[0][first_sample[10] + 2]) == 0.0  # behind the infinite density nothing shows
+    assert float(outputs[0][first_sample[40] + 1]) == 0.0
     assert all(bool(torch.isfinite(t).all()) for t in outputs + grads)
 
 
