@@ -206,6 +206,7 @@ TESTED_IN = {
     "kernels/hash_layout.py": "encodings/test_hash_encoding.py",
     "kernels/lattice.py": "ops/test_marching.py",
     "kernels/marching_numba.py": "ops/test_marching.py",
+    "kernels/packed_rays.py": "ops/test_volume_rendering.py",
     "ops/hash_encoding.py": "ops/test_hash_encoding_backends.py",  # the encodings module's test has that file name
     "ops/_hash_encoding_torch.py": "ops/test_hash_encoding_backends.py",
     "ops/precision.py": "ops/test_torch_impl.py",

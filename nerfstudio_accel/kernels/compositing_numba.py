@@ -27,6 +27,8 @@ from jaxtyping import Float, Int
 from torch import Tensor
 from torch.autograd.function import once_differentiable
 
+from nerfstudio_accel.kernels.packed_rays import ray_starts
+
 _ZERO = np.float32(0.0)
 _HALF = np.float32(0.5)
 _ONE = np.float32(1.0)
@@ -140,10 +142,9 @@ def composite_along_rays(
     """Weights ``(n,)`` and per-ray opacity, colour and depth sums (``sum w``, ``sum w c``, ``sum w t_mid``) of
     ray-sorted packed samples, as the torch twin's; differentiable in ``sigmas`` and ``colors`` (CPU float32). A
     sample's optical depth adds at most ``optical_depth_cap`` to the scan (NaN counts as it)."""
-    ray_starts = torch.zeros(n_rays + 1, dtype=torch.int64)
-    torch.cumsum(torch.bincount(ray_indices, minlength=n_rays), 0, out=ray_starts[1:])
+    starts = ray_starts(ray_indices, n_rays)
     weights, sums = _FusedCompositing.apply(
-        t_starts.detach(), t_ends.detach(), sigmas, colors, ray_starts, optical_depth_cap
+        t_starts.detach(), t_ends.detach(), sigmas, colors, starts, optical_depth_cap
     )
     return weights, sums[:, :1], sums[:, 1:4], sums[:, 4:]
 

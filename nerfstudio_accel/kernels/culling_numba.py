@@ -27,6 +27,7 @@ from torch import Tensor
 from nerfstudio_accel.kernels.density_network import DensityNetwork
 from nerfstudio_accel.kernels.hash_encoding_numba import corner_row, lattice_cell
 from nerfstudio_accel.kernels.hash_layout import HASH_PRIMES
+from nerfstudio_accel.kernels.packed_rays import ray_starts
 from nerfstudio_accel.kernels.threads import PARALLEL_KERNELS, choose_threading_layer
 
 choose_threading_layer()
@@ -218,13 +219,11 @@ def cull_fused(
     encodings = torch.empty(n, network.levels.scales.shape[0] * features, dtype=torch.float32)
     evaluated = torch.zeros(n_rays, dtype=torch.int64)
     alpha_culled = torch.zeros(n_rays, dtype=torch.int64)
-    ray_starts = torch.zeros(n_rays + 1, dtype=torch.int64)
-    torch.cumsum(torch.bincount(ray_indices, minlength=n_rays), 0, out=ray_starts[1:])
     if n:
         with PARALLEL_KERNELS:
             culling_kernel(features)(
-                ray_starts.numpy(), _floats(origins), _floats(directions), _floats(t_starts), _floats(t_ends),
-                network_arrays(network), np.float64(early_stop_eps), np.float32(alpha_threshold),
+                ray_starts(ray_indices, n_rays).numpy(), _floats(origins), _floats(directions), _floats(t_starts),
+                _floats(t_ends), network_arrays(network), np.float64(early_stop_eps), np.float32(alpha_threshold),
                 np.float64(optical_depth_cap), keep.numpy(), encodings.numpy(), evaluated.numpy(), alpha_culled.numpy(),
             )  # fmt: skip
     counts = {"evaluated": int(evaluated.sum()), "alpha_culled": int(alpha_culled.sum())}

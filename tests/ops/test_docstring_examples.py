@@ -9,7 +9,7 @@ import importlib
 import pytest
 import torch
 
-OP_MODULES = ["marching", "ray_aabb", "volume_rendering", "packed_scan", "hash_encoding"]
+OP_MODULES = ["marching", "ray_aabb", "volume_rendering", "packed_scan", "hash_encoding", "direction_encoding"]
 
 
 @pytest.mark.parametrize("name", OP_MODULES)

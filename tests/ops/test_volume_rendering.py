@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+from nerfstudio_accel.kernels.packed_rays import ray_starts
 from nerfstudio_accel.ops import _torch_impl
 from nerfstudio_accel.ops.volume_rendering import (
     accumulate_along_rays,
@@ -140,6 +141,15 @@ def test_a_nan_density_spoils_its_own_ray_only():
         assert torch.isfinite(actual[other_rays]).all()
         after = torch.arange(ray_indices.numel()) > nan_sample  # where the twin's gradient is still finite
         torch.testing.assert_close(actual[after & other_rays], expected[after & other_rays], rtol=1e-5, atol=1e-6)
+
+
+def test_ray_starts_bound_each_rays_samples():
+    ray_indices = packed_problem(seed=7)[0]
+    starts = ray_starts(ray_indices, N_RAYS)
+    assert starts.shape == (N_RAYS + 1,) and int(starts[0]) == 0 and int(starts[-1]) == ray_indices.numel()
+    for ray in (0, 5, N_RAYS - 1):  # the first rays are empty
+        assert bool((ray_indices[starts[ray] : starts[ray + 1]] == ray).all())
+        assert int(starts[ray + 1] - starts[ray]) == int((ray_indices == ray).sum())
 
 
 def test_an_empty_batch_composites_to_empty_rays():
