@@ -198,14 +198,16 @@ CULLING_EPS = 1e-4
 """The early-stop transmittance the culling tests use."""
 
 
-def hilly_field(contract: bool = False, region: Optional[torch.Tensor] = None, hash_backend: str = "kernel"):
+def hilly_field(
+    contract: bool = False, region: Optional[torch.Tensor] = None, hash_backend: str = "kernel", features: int = 2
+):
     """A small kernel-backend field whose densities range from empty to opaque across space (a table drawn with
     spread 1, the raw density scaled to mean -1 and spread 4 over the box), so rays stop early, cull faint
-    candidates and keep others."""
+    candidates and keep others; ``features`` per hash level."""
     torch.manual_seed(5)
     field = HashGridField(
         CULLING_AABB, contract=contract, grid_region=region, num_levels=8, max_res=256, log2_hashmap_size=12,
-        hash_backend=hash_backend,
+        hash_backend=hash_backend, features_per_level=features,
     )  # fmt: skip
     points = (torch.rand(20000, 3) - 0.5) * 3.0
     output = field.density_mlp.layers[1]

@@ -25,7 +25,7 @@ from jaxtyping import Bool, Float, Int
 from torch import Tensor
 
 from nerfstudio_accel.kernels.density_network import DensityNetwork
-from nerfstudio_accel.kernels.hash_encoding_numba import corner_row, lattice_cell
+from nerfstudio_accel.kernels.hash_encoding_numba import corner_sums, lattice_cell
 from nerfstudio_accel.kernels.hash_layout import HASH_PRIMES
 from nerfstudio_accel.kernels.packed_rays import ray_starts
 from nerfstudio_accel.kernels.threads import PARALLEL_KERNELS, choose_threading_layer
@@ -108,16 +108,14 @@ def point_density(p0, p1, p2, network, features, primes, code, units):
         gx, fx = lattice_cell(u0, scale)
         gy, fy = lattice_cell(u1, scale)
         gz, fz = lattice_cell(u2, scale)
-        for f in range(features):
-            code[level * features + f] = _ZERO
-        for corner in range(8):
-            bx, by, bz = corner & 1, (corner >> 1) & 1, (corner >> 2) & 1
-            weight = (fx if bx else _ONE - fx) * (fy if by else _ONE - fy) * (fz if bz else _ONE - fz)
-            row = start + corner_row(
-                gx + bx, gy + by, gz + bz, resolution, entries, dense[level], primes[0], primes[1], primes[2]
-            )
-            for f in range(features):
-                code[level * features + f] += weight * table[row, f]
+        for first in range(0, features, 2):
+            low, high = corner_sums(
+                table, start, first, features, (gx, gy, gz, fx, fy, fz), resolution, entries, dense[level],
+                primes[0], primes[1], primes[2],
+            )  # fmt: skip
+            code[level * features + first] = low
+            if first + 1 < features:
+                code[level * features + first + 1] = high
     raw = _raw_density(code, level_weights, hidden_weight, hidden_bias, density_weight, density_bias, units)
     return np.float32(math.exp(min(raw - _ONE, max_log_density)))
 

@@ -55,6 +55,23 @@ def _weight(bit, fraction):
     return fraction if bit else _ONE - fraction
 
 
+@numba.njit(inline="always")
+def corner_sums(table, start, first, features, cell, resolution, entries, dense, prime_x, prime_y, prime_z):
+    """Features ``first`` and ``first + 1`` (0 past ``features``) of a level, interpolated over the 8 corners of
+    ``cell = (gx, gy, gz, fx, fy, fz)`` (:func:`lattice_cell` per axis) from the level's rows ``start`` on, summed
+    in registers in the reference's order (corner 0 to 7, from 0)."""
+    gx, gy, gz, fx, fy, fz = cell
+    low, high = np.float32(0.0), np.float32(0.0)
+    for corner in range(8):
+        bx, by, bz = corner & 1, (corner >> 1) & 1, (corner >> 2) & 1
+        weight = _weight(bx, fx) * _weight(by, fy) * _weight(bz, fz)
+        row = start + corner_row(gx + bx, gy + by, gz + bz, resolution, entries, dense, prime_x, prime_y, prime_z)
+        low += weight * table[row, first]
+        if first + 1 < features:
+            high += weight * table[row, first + 1]
+    return low, high
+
+
 class LevelKernels(NamedTuple):
     """The three kernels compiled for one feature count."""
 
@@ -81,16 +98,14 @@ def level_kernels(features: int) -> LevelKernels:
                 gx, fx = lattice_cell(points[i, 0], scale)
                 gy, fy = lattice_cell(points[i, 1], scale)
                 gz, fz = lattice_cell(points[i, 2], scale)
-                for f in range(features):
-                    out[i, level * features + f] = 0.0
-                for corner in range(8):
-                    bx, by, bz = corner & 1, (corner >> 1) & 1, (corner >> 2) & 1
-                    weight = _weight(bx, fx) * _weight(by, fy) * _weight(bz, fz)
-                    row = start + corner_row(
-                        gx + bx, gy + by, gz + bz, resolution, entries, is_dense, prime_x, prime_y, prime_z
-                    )
-                    for f in range(features):
-                        out[i, level * features + f] += weight * table[row, f]
+                for first in range(0, features, 2):
+                    low, high = corner_sums(
+                        table, start, first, features, (gx, gy, gz, fx, fy, fz), resolution, entries, is_dense,
+                        prime_x, prime_y, prime_z,
+                    )  # fmt: skip
+                    out[i, level * features + first] = low
+                    if first + 1 < features:
+                        out[i, level * features + first + 1] = high
 
     @numba.njit(parallel=True, cache=True)
     def encode_backward_table(points, grad_out, scales, resolutions, offsets, dense, grad_table):

@@ -53,7 +53,7 @@ def march_cull_kernel(features: int) -> Callable[..., None]:
         ``capacities[c]`` of them; per ray, the samples ``kept`` (also those past the capacity), the candidates
         ``evaluated`` (marched: the walk stops at the early stop) and ``alpha_culled`` (of those)."""
         origins, directions, near, t_min, t_max, k_first, counts, binaries, aabbs, resolution = marching[:10]
-        blocks, shift, scalars = marching[10:]
+        cubes, scalars = marching[10:]
         step, cone, growth, t_switch = scalars[0], scalars[1], scalars[2], scalars[3]
         n_rays = origins.shape[0]
         width = encodings.shape[1]
@@ -69,7 +69,7 @@ def march_cull_kernel(features: int) -> Callable[..., None]:
                 while local < counts[ray] and marched < cap and math.exp(-depth) >= early_stop_eps:
                     last, occupied, t_start, dt = _run_from(
                         ray, local, origins, directions, near, t_min, t_max, k_first, counts, binaries, aabbs,
-                        resolution, blocks, shift, scalars,
+                        resolution, cubes, scalars,
                     )  # fmt: skip
                     if occupied:
                         stop = last + 1 if last - local < cap - marched else local + (cap - marched)

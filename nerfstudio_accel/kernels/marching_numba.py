@@ -28,8 +28,8 @@ choose_threading_layer()
 
 _HALF = np.float32(0.5)
 _ZERO = np.float32(0.0)
-BLOCK = 4
-"""Edge, in level-0 cells, of the empty cubes a uniform lattice crosses in one go (a power of two)."""
+MAX_CUBE_SHIFT = 5
+"""``log2`` of the edge, in level-0 cells, of the largest empty cubes a uniform lattice crosses in one go."""
 
 
 @numba.njit(inline="always")
@@ -134,6 +134,24 @@ def _last_step_in_cell(
 
 
 @numba.njit(inline="always")
+def _empty_cube_shift(i, j, m, cubes):
+    """``log2`` of the edge of the largest aligned cube of level-0 cells that holds cell ``(i, j, m)`` and no
+    occupied cell (:func:`empty_cube_pyramid`'s ``cubes``); 0 where there is none (the cell on its own)."""
+    occupied, starts, sides = cubes
+    for shift in range(sides.shape[0] - 1, 0, -1):
+        if not occupied[_cube_index(i, j, m, shift, starts, sides)]:
+            return shift
+    return 0
+
+
+@numba.njit(inline="always")
+def _cube_index(i, j, m, shift, starts, sides):
+    """Where the cube of edge ``2**shift`` cells that holds level-0 cell ``(i, j, m)`` sits in
+    :func:`empty_cube_pyramid`'s ``occupied``."""
+    return starts[shift] + ((i >> shift) * sides[shift, 1] + (j >> shift)) * sides[shift, 2] + (m >> shift)
+
+
+@numba.njit(inline="always")
 def _run_from(
     ray,
     local,
@@ -147,21 +165,20 @@ def _run_from(
     binaries,
     aabbs,
     resolution,
-    blocks,
-    shift,
+    cubes,
     scalars,
 ):
     """``(last, kept, t_start, dt)``: steps ``local`` to ``last`` of ``ray`` share step ``local``'s cell, ``kept``
     whether they are kept (midpoints in range and in an occupied cell), and step ``local``'s start and length.
-    On a uniform lattice a run crosses a whole empty block of level 0 (``blocks``: which ``2**shift``-cell cubes
-    hold an occupied cell), else a whole level-0 cell; otherwise it is one step."""
+    On a uniform lattice a run crosses the largest empty cube of level 0 around that cell (``cubes``:
+    :func:`empty_cube_pyramid`), else the level-0 cell; otherwise it is one step."""
     t_start, dt, level, i, j, m = _step_cell(
         ray, k_first[ray] + np.float32(local), origins, directions, near, t_min, t_max, aabbs, resolution, scalars
     )
     kept = level >= 0 and binaries[level, i, j, m]
     last = local
     if level == 0 and scalars[1] <= _ZERO:
-        coarse = 0 if blocks[i >> shift, j >> shift, m >> shift] else shift
+        coarse = _empty_cube_shift(i, j, m, cubes)
         last = _last_step_in_cell(
             ray, local, counts[ray], k_first, (i >> coarse, j >> coarse, m >> coarse), coarse,
             origins, directions, near, t_min, t_max, aabbs, resolution, scalars,
@@ -181,8 +198,7 @@ def _count_kept(
     binaries,
     aabbs,
     resolution,
-    blocks,
-    shift,
+    cubes,
     scalars,
     cap,
     kept,
@@ -193,7 +209,7 @@ def _count_kept(
         while local < counts[ray] and total < cap:
             last, keep, _, _ = _run_from(
                 ray, local, origins, directions, near, t_min, t_max, k_first, counts, binaries, aabbs, resolution,
-                blocks, shift, scalars,
+                cubes, scalars,
             )  # fmt: skip
             if keep:
                 total += last - local + 1
@@ -203,7 +219,7 @@ def _count_kept(
 
 @numba.njit(parallel=True, cache=True)
 def _fill_kept(
-    origins, directions, near, t_min, t_max, k_first, counts, binaries, aabbs, resolution, blocks, shift, scalars,
+    origins, directions, near, t_min, t_max, k_first, counts, binaries, aabbs, resolution, cubes, scalars,
     offsets, ray_indices, t_starts, t_ends,
 ):  # fmt: skip
     step, cone, growth, t_switch = scalars[0], scalars[1], scalars[2], scalars[3]
@@ -214,7 +230,7 @@ def _fill_kept(
         while local < counts[ray] and out < end:
             last, keep, t_start, dt = _run_from(
                 ray, local, origins, directions, near, t_min, t_max, k_first, counts, binaries, aabbs, resolution,
-                blocks, shift, scalars,
+                cubes, scalars,
             )  # fmt: skip
             if keep:
                 for run in range(local, min(last + 1, local + end - out)):
@@ -229,14 +245,36 @@ def _fill_kept(
             local = last + 1
 
 
-def occupied_blocks(binaries: Bool[Tensor, "n_levels rx ry rz"]) -> Tuple[Bool[Tensor, "bx by bz"], int]:
-    """Which cubes of :data:`BLOCK` cells per axis of level 0 hold an occupied cell, and ``log2`` of their edge
-    (0, each cell its own block, where a side does not divide)."""
-    if any(side % BLOCK for side in binaries.shape[1:]):
-        return binaries[0], 0
-    rx, ry, rz = (side // BLOCK for side in binaries.shape[1:])
-    blocks = binaries[0].reshape(rx, BLOCK, ry, BLOCK, rz, BLOCK).any(dim=5).any(dim=3).any(dim=1)
-    return blocks, BLOCK.bit_length() - 1
+def empty_cube_pyramid(binaries: Bool[Tensor, "n_levels rx ry rz"]) -> Tuple[Any, Any, Any]:
+    """Which aligned cubes of ``2**s`` level-0 cells per axis hold an occupied cell, for ``s`` from 1 to the largest
+    at most :data:`MAX_CUBE_SHIFT` that divides every side (none where a side is odd): numpy ``occupied`` (bool,
+    the cubes of each ``s`` flattened one after another), ``starts (top + 1,)`` of each ``s`` in it and the cube
+    grid's ``sides (top + 1, 3)`` (row 0, the cells themselves, holds no cubes)."""
+    sides = [list(binaries.shape[1:])]
+    while len(sides) <= MAX_CUBE_SHIFT and all(side % 2 == 0 for side in sides[-1]):
+        sides.append([side // 2 for side in sides[-1]])
+    cubes = [0] + [int(np.prod(side)) for side in sides[1:]]
+    starts = np.cumsum([0] + cubes[:-1]).astype(np.int64)
+    occupied = np.empty(sum(cubes), dtype=np.bool_)
+    finer = binaries[0].contiguous().numpy()
+    for shift in range(1, len(sides)):
+        coarser = occupied[starts[shift] : starts[shift] + cubes[shift]].reshape(sides[shift])
+        _halve(finer, coarser)
+        finer = coarser
+    return occupied, starts, np.array(sides, dtype=np.int64)
+
+
+@numba.njit(cache=True)
+def _halve(finer, coarser):
+    """``coarser[i, j, m]``: whether any of the 8 cells ``finer[2i:2i+2, 2j:2j+2, 2m:2m+2]`` is set."""
+    for i in range(coarser.shape[0]):
+        for j in range(coarser.shape[1]):
+            for m in range(coarser.shape[2]):
+                block = finer[2 * i : 2 * i + 2, 2 * j : 2 * j + 2, 2 * m : 2 * m + 2]
+                coarser[i, j, m] = (
+                    block[0, 0, 0] | block[0, 0, 1] | block[0, 1, 0] | block[0, 1, 1]
+                    | block[1, 0, 0] | block[1, 0, 1] | block[1, 1, 0] | block[1, 1, 1]
+                )  # fmt: skip
 
 
 def marching_arrays(
@@ -250,7 +288,7 @@ def marching_arrays(
     cone_angle: float,
 ) -> Tuple[Any, ...]:
     """The marching kernels' leading arguments (CPU tensors as numpy arrays): rays, their lattice ranges
-    (:func:`~nerfstudio_accel.kernels.lattice.lattice_ranges`), the grid, its occupied blocks and the lattice's
+    (:func:`~nerfstudio_accel.kernels.lattice.lattice_ranges`), the grid, its empty cubes (:func:`empty_cube_pyramid`) and the lattice's
     scalars, in :func:`_run_from`'s order."""
     t_min, t_max, k_first, counts = lattice_ranges(
         origins, directions, aabbs, near_planes, far_planes, step_size, cone_angle
@@ -260,12 +298,11 @@ def marching_arrays(
         [step_size, cone_angle, float(growth_scalar), step_size / cone_angle if cone_angle > 0 else 0.0],
         dtype=np.float32,
     )
-    blocks, shift = occupied_blocks(binaries)
     return (
         origins.float().contiguous().numpy(), directions.float().contiguous().numpy(), near_planes.float().contiguous().numpy(),
         t_min.contiguous().numpy(), t_max.contiguous().numpy(), k_first.float().contiguous().numpy(),
         counts.contiguous().numpy(), binaries.contiguous().numpy(), aabbs.float().contiguous().numpy(),
-        np.array(binaries.shape[1:], dtype=np.int64), blocks.contiguous().numpy(), shift, scalars,
+        np.array(binaries.shape[1:], dtype=np.int64), empty_cube_pyramid(binaries.contiguous()), scalars,
     )  # fmt: skip
 
 

@@ -57,18 +57,19 @@ def on_an_edge(field: HashGridField, rows: torch.Tensor, alpha_threshold: float)
 
 
 @pytest.mark.parametrize(
-    "contract, region, level_weights, alpha_threshold",
+    "contract, region, level_weights, alpha_threshold, features",
     [
-        (False, None, False, 0.01),
-        (False, None, True, 0.01),
-        (False, None, False, 0.0),
-        (True, None, False, 0.01),
-        (True, torch.tensor([[0.2, 0.25, 0.3], [0.8, 0.7, 0.75]]), False, 0.01),
+        (False, None, False, 0.01, 2),
+        (False, None, True, 0.01, 2),
+        (False, None, False, 0.0, 2),
+        (True, None, False, 0.01, 2),
+        (True, torch.tensor([[0.2, 0.25, 0.3], [0.8, 0.7, 0.75]]), False, 0.01, 2),
+        (False, None, False, 0.01, 3),  # the kernel sums features two at a time: an odd width
     ],
-    ids=["box", "coarse-to-fine-weights", "no-alpha-threshold", "contracted", "contracted-block-region"],
+    ids=["box", "coarse-to-fine-weights", "no-alpha-threshold", "contracted", "contracted-block-region", "3-features"],
 )
-def test_the_fused_pass_keeps_what_the_reference_keeps(contract, region, level_weights, alpha_threshold):
-    field = hilly_field(contract, region)
+def test_the_fused_pass_keeps_what_the_reference_keeps(contract, region, level_weights, alpha_threshold, features):
+    field = hilly_field(contract, region, features=features)
     if level_weights:
         field.level_weights = torch.linspace(1.0, 0.0, 16)
     keep, counts, record = culled(field, "kernel", alpha_threshold)

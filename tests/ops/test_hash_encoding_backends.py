@@ -55,6 +55,19 @@ def problem(seed: int):
     return points, table, torch.randn(points.shape[0], LAYOUT.out_dim, generator=generator)
 
 
+@pytest.mark.parametrize("features", [1, 3, 4])
+def test_cpu_kernel_gives_the_twins_features_at_any_width(features):
+    """The numba kernel sums a level's features two at a time in registers: one, an odd number or two pairs per
+    level give the twin's values (to float32 rounding, as at two), on dense and hashed levels."""
+    layout = HashGridLayout.from_resolutions(8, 16, 512, 12, features_per_level=features)
+    generator = torch.Generator().manual_seed(features)
+    points = torch.rand(500, 3, generator=generator)
+    table = torch.rand(layout.num_params, generator=generator) * 2 - 1
+    expected = encode_torch(points, table, layout)
+    assert expected.shape == (500, 8 * features) and expected.abs().amax(dim=0).min() > 0.1  # no feature left empty
+    torch.testing.assert_close(hash_encode(points, table, layout, "kernel"), expected, rtol=1e-5, atol=1e-6)
+
+
 @pytest.mark.parametrize("name", sorted(BACKENDS))
 def test_backend_matches_the_twin(name):
     backend, device, tolerance = BACKENDS[name]

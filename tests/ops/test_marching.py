@@ -13,6 +13,7 @@ import torch
 
 from accel_test_helpers import marching_scene as scene
 from accel_test_helpers import sample
+from nerfstudio_accel.kernels.marching_numba import empty_cube_pyramid
 from nerfstudio_accel.ops import _torch_impl, backends
 from nerfstudio_accel.ops.marching import traverse_occupancy_grid
 from nerfstudio_accel.sampling.occupancy import MarchingOptions, OccupancySampler
@@ -47,12 +48,15 @@ def test_kernel_backend_on_cpu_gives_the_twins_samples(name):
     )
 
 
-@pytest.mark.parametrize("levels, cap, side", [(1, None, 24), (3, None, 24), (1, 7, 24), (1, None, 22)])
+@pytest.mark.parametrize(
+    "levels, cap, side", [(1, None, 24), (3, None, 24), (1, 7, 24), (1, None, 22), (1, None, 21), (1, None, 64)]
+)
 def test_kernel_crosses_cells_to_the_twins_samples(levels, cap, side):
-    """A sparse grid (a shell of occupied cells, most cells empty), whose empty blocks and cells the numba marcher
+    """A sparse grid (a shell of occupied cells, most cells empty), whose empty cubes and cells the numba marcher
     crosses in one go on a uniform lattice: the twin's samples bit for bit (the first ``cap`` of each ray, as the op
     caps the twin's), with rays along the axes (directions with zero components), rays grazing cell faces and rays
-    starting inside empty cells; ``side`` 22 is not a multiple of the block edge (cells only)."""
+    starting inside empty cells. The largest empty cubes: 8 cells at ``side`` 24, 2 at 22, none at 21 (cells only),
+    32 at 64."""
     origins, directions, _, aabbs, near, far = scene(levels, seed=11, n_rays=1200)
     axis = torch.eye(3).repeat(40, 1)  # along +x, +y, +z ...
     directions[:120] = torch.where(torch.arange(120)[:, None] % 2 == 0, axis, -axis)
@@ -63,7 +67,7 @@ def test_kernel_crosses_cells_to_the_twins_samples(levels, cap, side):
     shell = (centres.norm(dim=-1) - 0.6).abs() < 0.09
     binaries = torch.zeros(levels, side, side, side, dtype=torch.bool)
     binaries[:] = shell
-    assert 0.01 < shell.float().mean() < 0.15
+    assert 0.005 < shell.float().mean() < 0.15
     step_size = 2 * 3**0.5 / 1000
     inputs = (origins, directions, binaries, aabbs, near, far)
     expected = traverse_occupancy_grid(*inputs, step_size, 0.0, backend="torch", max_samples_per_ray=cap)
@@ -73,6 +77,24 @@ def test_kernel_crosses_cells_to_the_twins_samples(levels, cap, side):
         assert expected[0].numel() < _torch_impl.traverse_occupancy_grid(*inputs, step_size, 0.0)[0].numel()
     actual = traverse_occupancy_grid(*inputs, step_size, 0.0, backend="kernel", max_samples_per_ray=cap)
     assert_twins_samples(actual, expected, 0.0)
+
+
+@pytest.mark.parametrize("shape", [(64, 64, 64), (24, 40, 8), (22, 20, 12), (21, 22, 22)])
+def test_empty_cube_pyramid_marks_the_cubes_that_hold_an_occupied_cell(shape):
+    """Each size of aligned cube, up to the largest that divides every side (at most 32 cells), marks exactly the
+    cubes where any of its cells is occupied: what pooling the cells says."""
+    cells = torch.rand(shape, generator=torch.Generator().manual_seed(sum(shape))) < 0.01
+    occupied, starts, sides = empty_cube_pyramid(cells[None])
+    divides = [shift for shift in range(1, 6) if all(side % 2**shift == 0 for side in shape)]
+    assert sides.shape[0] == 1 + len(divides) and sides[0].tolist() == list(shape)
+    assert occupied.size == sum(int(sides[shift].prod()) for shift in divides)
+    for shift in divides:
+        edge = 2**shift
+        pooled = cells.reshape(shape[0] // edge, edge, shape[1] // edge, edge, shape[2] // edge, edge)
+        expected = pooled.any(dim=5).any(dim=3).any(dim=1)
+        assert 0 < expected.sum() <= expected.numel()
+        got = torch.from_numpy(occupied[starts[shift] : starts[shift] + expected.numel()].copy())
+        assert torch.equal(got.reshape(expected.shape), expected)
 
 
 @pytest.mark.parametrize("cap", [None, 5])
