@@ -3,8 +3,9 @@
 The torch twin (:func:`nerfstudio_accel.ops._torch_impl.traverse_occupancy_grid`) materialises
 every lattice step of every ray as tensors (ray ids, ``t``, points, cell ids) before it filters them.
 Here each thread walks its rays in registers and writes only the samples kept, in two passes (count, then fill
-at each ray's offset). On a uniform lattice, each cell of the finest level is crossed in one go: the steps in it
-are all kept or all skipped (:func:`_last_step_in_cell` proves which steps share a cell). The per-ray ranges come from the same torch code and
+at each ray's offset). On a uniform lattice, each cell of the finest level, and each empty aligned cube of its cells
+(:func:`empty_cube_pyramid`), is crossed in one go: the steps in it are all kept or all skipped
+(:func:`_last_step_in_cell` proves which steps share a cell or cube). The per-ray ranges come from the same torch code and
 every per-step value uses the same float32 arithmetic: uniform steps are bit-identical to the torch
 twin's; geometric (cone-angle) steps may differ by an ulp of ``pow``, which can move a sample whose
 midpoint sits exactly on a cell or range boundary (the parity tests compare them).
