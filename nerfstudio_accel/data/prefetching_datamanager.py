@@ -45,6 +45,7 @@ from nerfstudio.data.datasets.base_dataset import InputDataset
 from torch import Tensor
 
 from nerfstudio_accel.data.error_guided_rays import ErrorGuidedRaysConfig, PixelErrorMap
+from nerfstudio_accel.data.pinhole_rays import PinholeRayGenerator
 from nerfstudio_accel.data.seeded_pixel_sampler import (
     SeededPatchPixelSamplerConfig,
     SeededPixelSampler,
@@ -204,6 +205,16 @@ class AccelDataManager(VanillaDataManager):
         """The error map training rays are drawn from; None when they are drawn uniformly."""
         if config.error_guided_rays.enabled and self.train_dataset is not None and self.test_mode != "inference":
             self.error_map = self._error_map()
+
+    def setup_train(self) -> None:
+        """nerfstudio's, with rays of undistorted pinhole cameras generated in a few ops (:mod:`.pinhole_rays`)."""
+        super().setup_train()
+        self.train_ray_generator = PinholeRayGenerator(self.train_ray_generator.cameras)
+
+    def setup_eval(self) -> None:
+        """nerfstudio's, with :mod:`.pinhole_rays` as in :meth:`setup_train`."""
+        super().setup_eval()
+        self.eval_ray_generator = PinholeRayGenerator(self.eval_ray_generator.cameras)
 
     def _error_map(self) -> PixelErrorMap:
         """An error map over the training images, once the scene is checked to suit it (one size, every image

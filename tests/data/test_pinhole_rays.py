@@ -1,0 +1,110 @@
+"""Pinhole training rays: nerfstudio's rays to the bit where the cameras are undistorted pinholes, nerfstudio's own
+path for every other camera."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from nerfstudio.cameras.cameras import Cameras, CameraType
+from nerfstudio.model_components.ray_generators import RayGenerator
+
+from accel_test_helpers import make_trainer
+from nerfstudio_accel.data.pinhole_rays import PinholeRayGenerator, undistorted_pinholes
+
+
+def random_cameras(n: int, dtype: torch.dtype, seed: int = 0, **overrides) -> Cameras:
+    """``n`` cameras of 30x40 pixels looking from random poses, each with its own focal lengths and centre."""
+    generator = torch.Generator().manual_seed(seed)
+    rotations, _ = torch.linalg.qr(torch.randn(n, 3, 3, generator=generator))
+    poses = torch.cat([rotations, torch.randn(n, 3, 1, generator=generator)], -1)
+
+    def per_camera(low: float, high: float) -> torch.Tensor:
+        return (low + (high - low) * torch.rand(n, 1, generator=generator)).to(dtype)
+
+    fields = dict(
+        camera_to_worlds=poses,
+        fx=per_camera(20.0, 60.0),
+        fy=per_camera(20.0, 60.0),
+        cx=per_camera(15.0, 25.0),
+        cy=per_camera(10.0, 20.0),
+        width=40,
+        height=30,
+    )
+    return Cameras(**{**fields, **overrides})
+
+
+def pixels(n_cameras: int, n_rays: int, seed: int = 1) -> torch.Tensor:
+    """``(n_rays, 3)`` random (camera, row, column) of 30x40 images."""
+    generator = torch.Generator().manual_seed(seed)
+    return torch.stack(
+        [
+            torch.randint(n_cameras, (n_rays,), generator=generator),
+            torch.randint(30, (n_rays,), generator=generator),
+            torch.randint(40, (n_rays,), generator=generator),
+        ],
+        -1,
+    )
+
+
+def assert_same_rays(expected, actual) -> None:
+    for name in ("origins", "directions", "pixel_area", "camera_indices"):
+        assert getattr(expected, name).dtype == getattr(actual, name).dtype, name
+        assert torch.equal(getattr(expected, name), getattr(actual, name)), name
+    for name in ("times", "nears", "fars"):
+        if getattr(expected, name) is None:
+            assert getattr(actual, name) is None, name
+        else:
+            assert torch.equal(getattr(expected, name), getattr(actual, name)), name
+    assert expected.metadata.keys() == actual.metadata.keys()
+    for key in expected.metadata:
+        assert torch.equal(expected.metadata[key], actual.metadata[key]), key
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("zero_distortion", [False, True])
+def test_pinhole_rays_are_nerfstudios_to_the_bit(dtype, zero_distortion):
+    """Undistorted pinholes (intrinsics in float32 or, as blender-data's, float64; no distortion parameters or all
+    zero) take the short path, and its rays are nerfstudio's bit for bit, every field."""
+    overrides = {"distortion_params": torch.zeros(5, 6)} if zero_distortion else {}
+    cameras = random_cameras(5, dtype, **overrides)
+    fast = PinholeRayGenerator(cameras)
+    assert fast.pinholes
+    indices = pixels(5, 500)
+    assert_same_rays(RayGenerator(cameras)(indices), fast(indices))
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        {"distortion_params": torch.tensor([[0.05, -0.01, 0.0, 0.0, 0.001, 0.0]]).repeat(5, 1)},
+        {"camera_type": CameraType.FISHEYE},
+        {"times": torch.linspace(0.0, 1.0, 5)[:, None]},
+    ],
+    ids=["lens-distortion", "fisheye", "times"],
+)
+def test_other_cameras_take_nerfstudios_path(overrides):
+    """Distorted lenses, fisheyes and timed cameras are not pinhole cases: the generator says so and hands the
+    rays to nerfstudio (the same rays as nerfstudio's own generator)."""
+    cameras = random_cameras(5, torch.float32, **overrides)
+    assert not undistorted_pinholes(cameras)
+    fast = PinholeRayGenerator(cameras)
+    indices = pixels(5, 200)
+    assert_same_rays(RayGenerator(cameras)(indices), fast(indices))
+
+
+def test_cameras_with_metadata_take_nerfstudios_path():
+    """Per-camera metadata (``ns-export cameras`` writes an index into it) is indexed per ray by nerfstudio; such
+    cameras are not the short path's."""
+    cameras = random_cameras(5, torch.float32, metadata={"cam_idx": torch.arange(5)[:, None]})
+    assert not undistorted_pinholes(cameras)
+
+
+def test_the_datamanager_generates_training_and_eval_rays_with_it(tiny_scene, tmp_path):
+    """accel-ngp's datamanager on a generated (pinhole) scene: its training and eval batches come through the
+    short path, and a training batch's rays are the ones nerfstudio's generator makes for its pixels."""
+    datamanager = make_trainer(tiny_scene, tmp_path).pipeline.datamanager
+    assert isinstance(datamanager.train_ray_generator, PinholeRayGenerator) and datamanager.train_ray_generator.pinholes
+    assert isinstance(datamanager.eval_ray_generator, PinholeRayGenerator) and datamanager.eval_ray_generator.pinholes
+    rays, batch = datamanager.next_train(0)
+    datamanager.close()
+    assert_same_rays(RayGenerator(datamanager.train_ray_generator.cameras)(batch["indices"]), rays)
