@@ -4,7 +4,7 @@ nerfstudio's :class:`~nerfstudio.model_components.ray_generators.RayGenerator` g
 :meth:`Cameras.generate_rays`, which serves every camera model: it checks shapes, finds the camera types of the
 batch, masks each type's rays in and out of a stack, and looks at the distortion parameters, for every batch. For
 a scene whose cameras are all undistorted pinholes (synthetic scenes, undistorted captures) none of that changes
-a ray, and on a CPU it is most of the cost of a training batch (about 2.5 ms of 3.2 for 3,200 rays of lego).
+a ray, and on a CPU it is most of the cost of a training batch (docs/benchmarks.md).
 :class:`PinholeRayGenerator` decides once, from the cameras, whether they are such a scene, and then computes the
 rays with nerfstudio's own arithmetic in the same order, so the rays are the same to the bit; any other scene
 goes through nerfstudio's path unchanged.
@@ -37,9 +37,10 @@ def pinhole_rays(cameras: Cameras, image_coords: Tensor, ray_indices: Int[Tensor
     """The rays nerfstudio generates for pixels ``ray_indices`` (camera, row, column) of ``cameras`` that
     :func:`undistorted_pinholes` accepts; ``image_coords (H, W, 2)`` are the pixel centres ``(y, x)``. Origins,
     unit directions ``(n_rays, 3)``, ``pixel_area (n_rays, 1)``, ``camera_indices (n_rays, 1)`` and the
-    directions' norm in ``metadata``, bit for bit nerfstudio's."""
-    camera = ray_indices[:, 0]
-    coords = image_coords[ray_indices[:, 1], ray_indices[:, 2]]
+    directions' norm in ``metadata``, bit for bit nerfstudio's, on the cameras' device (the indices may be on
+    the images' device, the CPU)."""
+    coords = image_coords[ray_indices[:, 1], ray_indices[:, 2]].to(cameras.device)
+    camera = ray_indices[:, 0].long().to(cameras.device)
     y, x = coords[:, 0], coords[:, 1]
     fx, fy = cameras.fx[camera, 0], cameras.fy[camera, 0]
     cx, cy = cameras.cx[camera, 0], cameras.cy[camera, 0]
@@ -79,6 +80,7 @@ class PinholeRayGenerator(RayGenerator):
         self.pinholes = undistorted_pinholes(cameras)
 
     def forward(self, ray_indices: Int[Tensor, "n_rays 3"]) -> RayBundle:
+        """The rays of pixels ``ray_indices`` (camera, row, column)."""
         if not self.pinholes:
             return super().forward(ray_indices)
         return pinhole_rays(self.cameras, self.image_coords, ray_indices)

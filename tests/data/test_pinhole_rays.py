@@ -13,7 +13,8 @@ from nerfstudio_accel.data.pinhole_rays import PinholeRayGenerator, undistorted_
 
 
 def random_cameras(n: int, dtype: torch.dtype, seed: int = 0, **overrides) -> Cameras:
-    """``n`` cameras of 30x40 pixels looking from random poses, each with its own focal lengths and centre."""
+    """``n`` cameras of 30x40 pixels (unless ``overrides`` say otherwise) looking from random poses, each with its own
+    focal lengths and centre."""
     generator = torch.Generator().manual_seed(seed)
     rotations, _ = torch.linalg.qr(torch.randn(n, 3, 3, generator=generator))
     poses = torch.cat([rotations, torch.randn(n, 3, 1, generator=generator)], -1)
@@ -61,16 +62,29 @@ def assert_same_rays(expected, actual) -> None:
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
-@pytest.mark.parametrize("zero_distortion", [False, True])
-def test_pinhole_rays_are_nerfstudios_to_the_bit(dtype, zero_distortion):
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        {},
+        {"distortion_params": torch.zeros(5, 6)},
+        {"metadata": {}},
+        {"width": torch.tensor([[40], [32], [40], [24], [36]]), "height": torch.tensor([[30], [30], [20], [30], [26]])},
+    ],
+    ids=["plain", "zero-distortion", "empty-metadata", "photos-of-different-sizes"],
+)
+def test_pinhole_rays_are_nerfstudios_to_the_bit(dtype, overrides):
     """Undistorted pinholes (intrinsics in float32 or, as blender-data's, float64; no distortion parameters or all
-    zero) take the short path, and its rays are nerfstudio's bit for bit, every field."""
-    overrides = {"distortion_params": torch.zeros(5, 6)} if zero_distortion else {}
+    zero; no metadata or an empty dict; one size or several) take the short path, and its rays are nerfstudio's bit
+    for bit, every field, also from int32 pixel indices (camera indices come back int64, as nerfstudio's)."""
     cameras = random_cameras(5, dtype, **overrides)
     fast = PinholeRayGenerator(cameras)
     assert fast.pinholes
     indices = pixels(5, 500)
+    if "width" in overrides:  # each pixel inside its own camera's image
+        indices[:, 1] %= cameras.height[indices[:, 0], 0]
+        indices[:, 2] %= cameras.width[indices[:, 0], 0]
     assert_same_rays(RayGenerator(cameras)(indices), fast(indices))
+    assert_same_rays(RayGenerator(cameras)(indices), fast(indices.int()))
 
 
 @pytest.mark.parametrize(
@@ -108,3 +122,7 @@ def test_the_datamanager_generates_training_and_eval_rays_with_it(tiny_scene, tm
     rays, batch = datamanager.next_train(0)
     datamanager.close()
     assert_same_rays(RayGenerator(datamanager.train_ray_generator.cameras)(batch["indices"]), rays)
+    eval_cameras = datamanager.eval_ray_generator.cameras
+    indices = pixels(len(eval_cameras), 64)
+    indices[:, 2] %= 32  # the generated scene's images are 32x32
+    assert_same_rays(RayGenerator(eval_cameras)(indices), datamanager.eval_ray_generator(indices))
