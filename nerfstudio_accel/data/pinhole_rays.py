@@ -45,13 +45,14 @@ def pinhole_rays(cameras: Cameras, image_coords: Tensor, ray_indices: Int[Tensor
     fx, fy = cameras.fx[camera, 0], cameras.fy[camera, 0]
     cx, cy = cameras.cx[camera, 0], cameras.cy[camera, 0]
     across, down = x - cx, y - cy
+    right, up = across / fx, -(down / fy)
     # the pixel, and its neighbours one pixel right and one down: (3, n_rays, 3) camera-space directions, y and
     # z flipped (nerfstudio's camera looks down -z with y up)
     camera_space = torch.stack(
         [
-            torch.stack([across / fx, -(down / fy)], -1),
-            torch.stack([(across + 1) / fx, -(down / fy)], -1),
-            torch.stack([across / fx, -((down + 1) / fy)], -1),
+            torch.stack([right, up], -1),
+            torch.stack([(across + 1) / fx, up], -1),
+            torch.stack([right, -((down + 1) / fy)], -1),
         ]
     )
     camera_space = camera_space.float()  # as nerfstudio's direction stack: float32, whatever the cameras' dtype
