@@ -12,7 +12,7 @@ import difflib
 import json
 import shutil
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterable, List, Optional, Sequence, Tuple, Union
 
@@ -41,6 +41,15 @@ class SceneFacts:
     """Whether the first training image, in the order the parser reads it, has an alpha channel; ``None``
     when that cannot be told without loading the data (a parser without a check here, or split files the
     parser would refuse)."""
+    train_pixels: Optional[int] = None
+    """Pixels in the training split's images (each image's width x height, summed) as training reads them;
+    ``None`` where :attr:`images_have_alpha` is."""
+
+    def at_image_scale(self, scale: float) -> SceneFacts:
+        """These facts with every training image resized by ``scale`` a side (the data manager's
+        ``camera_res_scale_factor``)."""
+        pixels = None if self.train_pixels is None else round(self.train_pixels * scale * scale)
+        return replace(self, train_pixels=pixels)
 
 
 def check_scene(data: Path, parser: DataParserConfig, eval_split: str = "val") -> SceneFacts:
@@ -55,19 +64,21 @@ def check_scene(data: Path, parser: DataParserConfig, eval_split: str = "val") -
     data = Path(data)
     if isinstance(parser, BlenderDataParserConfig):
         check_blender_scene(data, ["train"] + ([eval_split] if eval_split in ("val", "test") else []))
-        first = _first_blender_image(data)
+        train = _blender_train_images(data)
     elif isinstance(parser, NerfstudioDataParserConfig):
         check_nerfstudio_scene(data, parser.downscale_factor)
-        first = _first_nerfstudio_image(data, parser)
+        train = _nerfstudio_train_images(data, parser)
     elif isinstance(parser, ColmapDataParserConfig):
         images = _check_colmap_scene(
             data, parser.colmap_path, parser.images_path, parser.load_3D_points, parser.downscale_factor
         )
-        first = _first_colmap_image(data, images, parser)
+        train = _colmap_train_images(data, images, parser)
     else:
-        first = None
+        train = None
     bounded = isinstance(parser, BlenderDataParserConfig)
-    return SceneFacts(bounded=bounded, images_have_alpha=None if first is None else _has_alpha(first))
+    if not train:
+        return SceneFacts(bounded=bounded, images_have_alpha=None)
+    return SceneFacts(bounded=bounded, images_have_alpha=_has_alpha(train[0]), train_pixels=_pixel_count(train))
 
 
 def _has_alpha(image_path: Path) -> bool:
@@ -76,13 +87,22 @@ def _has_alpha(image_path: Path) -> bool:
         return "A" in image.getbands()
 
 
-def _first_blender_image(data: Path) -> Path:
-    """The image of the first frame of ``transforms_train.json``: the parser keeps the json's order."""
-    return blender_image_path(data, _load_frames(data / "transforms_train.json")[0]["file_path"])
+def _pixel_count(image_paths: Sequence[Path]) -> int:
+    """Width x height summed over the images; reads only their headers."""
+    total = 0
+    for path in image_paths:
+        with Image.open(path) as image:
+            total += image.size[0] * image.size[1]
+    return total
 
 
-def _first_nerfstudio_image(data: Path, parser) -> Optional[Path]:
-    """The first training image of a nerfstudio-data capture as its parser picks it (in ``images_N/`` at a
+def _blender_train_images(data: Path) -> List[Path]:
+    """The images of ``transforms_train.json``'s frames, in the json's order (the parser keeps it)."""
+    return [blender_image_path(data, frame["file_path"]) for frame in _load_frames(data / "transforms_train.json")]
+
+
+def _nerfstudio_train_images(data: Path, parser) -> Optional[List[Path]]:
+    """The training images of a nerfstudio-data capture as its parser picks them (in ``images_N/`` at a
     downscale factor N > 1): frames sorted by that path, then ``train_filenames`` or the parser's ``eval_mode``
     split; ``None`` where the parser would refuse."""
     transforms = data if data.suffix == ".json" else data / "transforms.json"
@@ -91,27 +111,27 @@ def _first_nerfstudio_image(data: Path, parser) -> Optional[Path]:
     paths = sorted(nerfstudio_image_path(transforms.parent, frame["file_path"], factor) for frame in frames)
     if "train_filenames" in meta:
         listed = {nerfstudio_image_path(transforms.parent, name, factor) for name in meta["train_filenames"]}
-        return next((path for path in paths if path in listed), None)
+        return [path for path in paths if path in listed]
     if "val_filenames" in meta or "test_filenames" in meta:
         return None
-    return _first_of_train_split(paths, parser)
+    return _train_split(paths, parser)
 
 
-def _first_colmap_image(data: Path, images: List[Path], parser) -> Optional[Path]:
-    """The first training image of a COLMAP scene as the colmap parser picks it from ``images`` (in image
-    id order): ``train_list.txt`` or the parser's ``eval_mode`` split; ``None`` where the parser would refuse."""
+def _colmap_train_images(data: Path, images: List[Path], parser) -> Optional[List[Path]]:
+    """The training images of a COLMAP scene as the colmap parser picks them from ``images`` (in image id
+    order): ``train_list.txt`` or the parser's ``eval_mode`` split; ``None`` where the parser would refuse."""
     if (data / "train_list.txt").is_file():
         names = (data / "train_list.txt").read_text().splitlines()
         listed = {data / parser.images_path / name for name in names}
-        return next((path for path in images if path in listed), None)
+        return [path for path in images if path in listed]
     if (data / "test_list.txt").exists() or (data / "validation_list.txt").exists():
         return None
-    return _first_of_train_split(images, parser)
+    return _train_split(images, parser)
 
 
-def _first_of_train_split(paths: Sequence[Path], parser) -> Optional[Path]:
-    """The first of ``paths`` in the train split of the parser's ``eval_mode`` (nerfstudio's own split
-    functions); ``None`` where that split is empty or the mode cannot split these names."""
+def _train_split(paths: Sequence[Path], parser) -> Optional[List[Path]]:
+    """The ``paths`` in the train split of the parser's ``eval_mode`` (nerfstudio's own split functions);
+    ``None`` where the mode cannot split these names."""
     from nerfstudio.data.utils import dataparsers_utils as splits
 
     try:
@@ -127,7 +147,7 @@ def _first_of_train_split(paths: Sequence[Path], parser) -> Optional[Path]:
             return None
     except (ValueError, AssertionError):
         return None
-    return paths[int(train[0])] if len(train) else None
+    return [paths[int(index)] for index in train]
 
 
 def _load_transforms(transforms_path: Path) -> Tuple[dict, List[dict]]:

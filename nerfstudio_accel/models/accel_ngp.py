@@ -154,8 +154,8 @@ class AccelNGPModelConfig(AccelModelConfig):
     max_res: int = 2048
     """Finest hash-grid resolution."""
     log2_hashmap_size: Optional[int] = None
-    """Entries per hash-grid level, as a power of two; default 19 on CUDA, 15 elsewhere (a level's table
-    then fits a CPU core's L2 cache; docs/hash_encoding.md has the measurement)."""
+    """Entries per hash-grid level, as a power of two; default 19 on CUDA, elsewhere 17 for scenes of at least
+    8 M training pixels and 15 below (:func:`default_table_log2`)."""
     hidden_dim: int = 64
     hidden_dim_color: int = 64
     implementation: FieldImplementation = "auto"
@@ -188,7 +188,13 @@ class AccelNGPModelConfig(AccelModelConfig):
             self.camera_optimizer.mode = "SO3xR3" if contract else "off"
         self._resolve_background(scene.images_have_alpha)
         if self.log2_hashmap_size is None:
-            self.log2_hashmap_size = 19 if device_type == "cuda" else 15
+            self.log2_hashmap_size = default_table_log2(device_type, scene)
+            logger.info(
+                "accel-ngp: 2^%d hash-table rows per level on %s, %s training pixels (--pipeline.model.log2-hashmap-size)",
+                self.log2_hashmap_size,
+                device_type,
+                "unknown" if scene.train_pixels is None else f"{scene.train_pixels / 1e6:.1f} M",
+            )
         self.implementation = resolve_implementation(self.implementation, device_type)
         if self.hash_backend == "auto":  # an object scene's block may have a table tiny-cuda-nn does not build
             self.hash_backend = resolve_hash_backend(self.hash_backend, device_type, self.field_tcnn_builds())
@@ -230,7 +236,7 @@ class AccelNGPModelConfig(AccelModelConfig):
     def field_tcnn_builds(self) -> bool:
         """Whether tiny-cuda-nn builds the radiance field's hash grid: one model's and a capture's blocks' always; an
         object scene's blocks keep one model's dense levels (docs/spatial_blocks.md), which tiny-cuda-nn holds only
-        where none is larger than a block's table (not with the CPU's 2^15 rows; with CUDA's 2^19 for 2 or 3
+        where none is larger than a block's table (not with the CPU's 2^15 or 2^17 rows; with CUDA's 2^19 for 2 or 3
         blocks)."""
         if not 1 < self.spatial_blocks <= MAX_BLOCKS or self.scene_contraction == "on":
             return True  # a count out of range is refused by check_spatial_blocks
@@ -273,6 +279,20 @@ class AccelNGPModelConfig(AccelModelConfig):
 
     def uses_tcnn(self) -> bool:
         return "tcnn" in (self.implementation, self.hash_backend)
+
+
+LARGE_SCENE_PIXELS = 8_000_000
+"""Training pixels (all training images, as trained) from which a CPU run's hash table gets 2^17 rows a level."""
+
+
+def default_table_log2(device_type: str, scene: SceneFacts) -> int:
+    """Hash-table rows per level, as a power of two: 19 on CUDA; elsewhere 15 (a level's table and its gradient
+    fit a core's L2 cache), or 17 for a scene of at least :data:`LARGE_SCENE_PIXELS` training pixels. At equal
+    time on the CPU, 2^17 rows led at 16 M pixels, tied at 4 M and trailed at 1 M (docs/hash_encoding.md)."""
+    if device_type == "cuda":
+        return 19
+    large = scene.train_pixels is not None and scene.train_pixels >= LARGE_SCENE_PIXELS
+    return 17 if large else 15
 
 
 BLOCK_SAMPLERS: Dict[str, Type[CellSamplers]] = {"occupancy": BlockSampler, "proposal": BlockProposalSampler}

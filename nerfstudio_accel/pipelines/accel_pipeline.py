@@ -4,8 +4,9 @@
 (:func:`~nerfstudio_accel.data.scene_checks.check_scene`: one line naming the problem instead of a parser's
 stack trace), keeps the alpha channel of RGBA images for models that blend their own background
 (nerfstudio's blender parser bakes white into it by default), fills the device-dependent batch sizes and
-resolves the model's config from the device and the scene, and records which scene it is (its absolute path and
-camera-file fingerprint, read by a later run's warm start). Nothing here reads an image while the pipeline
+resolves the model's config from the device and the scene (its training pixels counted at the data manager's
+image scale), and records which scene it is (its absolute path and camera-file fingerprint, read by a later
+run's warm start). Nothing here reads an image while the pipeline
 is built, so nerfstudio's tools (``ns-render``'s inference mode) work from config.yml and a checkpoint alone.
 
 During training it sizes the ray batch so each step marches about ``target_num_samples`` samples.
@@ -25,6 +26,7 @@ from typing import Literal, Optional, Tuple, Type
 import torch
 import tyro
 from jaxtyping import Float, Int
+from nerfstudio.data.datamanagers.base_datamanager import VanillaDataManagerConfig
 from nerfstudio.pipelines.dynamic_batch import DynamicBatchPipeline, DynamicBatchPipelineConfig
 from torch import Tensor
 
@@ -70,6 +72,8 @@ class AccelPipelineConfig(DynamicBatchPipelineConfig):
             raise ConfigError(f"{type(self).__name__} trains accel models only, not {type(self.model).__name__}")
         parser = self.datamanager.dataparser
         scene = check_scene(self.scene_data_path(), parser, eval_split)
+        if isinstance(self.datamanager, VanillaDataManagerConfig):
+            scene = scene.at_image_scale(self.datamanager.camera_res_scale_factor)
         if self.model.reads_alpha() and getattr(parser, "alpha_color", None) is not None:
             parser.alpha_color = None  # keep RGBA: the model blends the background into prediction and target alike
         on_cuda = device_type == "cuda"

@@ -277,10 +277,10 @@ def test_check_scene_runs_the_check_of_the_parser_config(tmp_path: Path):
     (blender / "transforms_test.json").unlink()
 
     # blender-data: train, and the eval split when it is val or test
-    assert check_scene(blender, BlenderDataParserConfig()) == SceneFacts(bounded=True, images_have_alpha=True)
-    assert check_scene(blender, BlenderDataParserConfig(), eval_split="inference") == SceneFacts(
-        bounded=True, images_have_alpha=True
-    )
+    train_pixels = BLENDER_SPEC.num_train * BLENDER_SPEC.resolution**2
+    blender_facts = SceneFacts(bounded=True, images_have_alpha=True, train_pixels=train_pixels)
+    assert check_scene(blender, BlenderDataParserConfig()) == blender_facts
+    assert check_scene(blender, BlenderDataParserConfig(), eval_split="inference") == blender_facts
     with pytest.raises(SceneDataError, match="has no transforms_test.json, which blender-data needs"):
         check_scene(blender, BlenderDataParserConfig(), eval_split="test")
     # nerfstudio-data on a Blender folder: the nerfstudio check, which names the other subcommand
@@ -289,9 +289,8 @@ def test_check_scene_runs_the_check_of_the_parser_config(tmp_path: Path):
     # colmap: with the parser's colmap_path, images_path and load_3D_points
     with pytest.raises(SceneDataError, match="--colmap-path sparse/0"):
         check_scene(colmap, ColmapDataParserConfig())
-    assert check_scene(colmap, ColmapDataParserConfig(colmap_path=Path("sparse/0"))) == SceneFacts(
-        bounded=False, images_have_alpha=False
-    )
+    colmap_facts = check_scene(colmap, ColmapDataParserConfig(colmap_path=Path("sparse/0")))
+    assert (colmap_facts.bounded, colmap_facts.images_have_alpha) == (False, False)
     (colmap / "images").rename(colmap / "photos")
     with pytest.raises(SceneDataError, match="--images-path images"):
         check_scene(colmap, ColmapDataParserConfig(colmap_path=Path("sparse/0")))
@@ -299,7 +298,7 @@ def test_check_scene_runs_the_check_of_the_parser_config(tmp_path: Path):
     with pytest.raises(SceneDataError, match="no points3D.bin or points3D.txt"):
         check_scene(colmap, ColmapDataParserConfig(colmap_path=Path("sparse/0"), images_path=Path("photos")))
     no_points = ColmapDataParserConfig(colmap_path=Path("sparse/0"), images_path=Path("photos"), load_3D_points=False)
-    assert check_scene(colmap, no_points) == SceneFacts(bounded=False, images_have_alpha=False)
+    assert check_scene(colmap, no_points) == colmap_facts
     # a parser without a check: nothing is read, nothing is known
     assert check_scene(tmp_path / "nowhere", InstantNGPDataParserConfig()) == SceneFacts(
         bounded=False, images_have_alpha=None
@@ -325,6 +324,47 @@ def test_images_have_alpha_of_generated_scenes_is_what_nerfstudio_loads(tmp_path
         facts = check_scene(scene, parser)
         assert facts.images_have_alpha is has_alpha
         assert nerfstudio_reads_alpha(parser) is has_alpha
+
+
+def nerfstudio_train_pixels(parser) -> int:
+    """Width x height summed over the training cameras nerfstudio's own parser reads."""
+    cameras = parser.setup().get_dataparser_outputs("train").cameras
+    return int((cameras.width * cameras.height).sum())
+
+
+@pytest.mark.parametrize("split_by", ["blender", "filenames", "fraction", "interval", "colmap"])
+def test_train_pixels_count_the_training_split_nerfstudio_reads(tmp_path: Path, split_by: str):
+    """The training pixel count (which picks the CPU's hash-table size) is the training split's, as each parser
+    splits it, at the size the parser reads it (``images_2/`` at downscale factor 2), and scales with the data
+    manager's image scale."""
+    from nerfstudio.data.dataparsers.blender_dataparser import BlenderDataParserConfig
+    from nerfstudio.data.dataparsers.colmap_dataparser import ColmapDataParserConfig
+    from nerfstudio.data.dataparsers.nerfstudio_dataparser import NerfstudioDataParserConfig
+
+    if split_by in ("blender", "colmap"):
+        scene = generate_scene(tmp_path / "blender", BLENDER_SPEC)
+        if split_by == "blender":
+            parser = BlenderDataParserConfig(data=scene)
+        else:
+            scene = colmap_scene(scene, tmp_path / "colmap", model_folder="colmap/sparse/0")
+            parser = ColmapDataParserConfig(data=scene, downscale_factor=1, eval_mode="interval", eval_interval=2)
+    else:
+        scene = generate_unbounded_scene(tmp_path / "capture", CAPTURE_SPEC)
+        write_downscaled(scene / "images", 2)
+        parser = NerfstudioDataParserConfig(data=scene, downscale_factor=2)
+        meta = json.loads((scene / "transforms.json").read_text())
+        meta["train_filenames"].remove("images/frame_00001.png")
+        if split_by != "filenames":
+            for split in ("train", "val", "test"):
+                del meta[f"{split}_filenames"]
+            parser.eval_mode = split_by
+        (scene / "transforms.json").write_text(json.dumps(meta))
+    expected = nerfstudio_train_pixels(parser)
+
+    facts = check_scene(scene, parser)
+    assert facts.train_pixels == expected
+    assert facts.at_image_scale(0.5).train_pixels == expected / 4
+    assert facts.at_image_scale(0.5).images_have_alpha is facts.images_have_alpha
 
 
 @pytest.mark.parametrize("split_by", ["filenames", "fraction", "interval"])

@@ -20,6 +20,7 @@ from nerfstudio_accel.engine import trainer as trainer_module
 from nerfstudio_accel.engine.trainer import AccelTrainerConfig
 from nerfstudio_accel.errors import BackendUnavailable
 from nerfstudio_accel.methods import accel_nerfacto, accel_ngp
+from nerfstudio_accel.models import accel_ngp as accel_ngp_model
 
 
 @pytest.fixture(autouse=True)
@@ -59,6 +60,34 @@ def test_saved_accel_ngp_config_holds_every_device_choice(
     assert (loaded.pipeline.target_num_samples, loaded.pipeline.max_num_rays_per_batch) == (samples, rays)
     assert loaded.precision == precision
     assert (loaded.mixed_precision, loaded.use_grad_scaler) == (precision != "fp32", precision == "fp16")
+
+
+@pytest.mark.parametrize(
+    "device_type, threshold, image_scale, table",
+    [
+        ("cpu", 8 * 32 * 32, 1.0, 17),  # tiny_scene's 8 training views of 32x32 reach the threshold
+        ("cpu", 8 * 32 * 32 + 1, 1.0, 15),
+        ("cpu", 8 * 32 * 32, 0.5, 15),  # trained at half size: a quarter of the pixels
+        ("mps", 8 * 32 * 32, 1.0, 17),
+        ("cuda", 8 * 32 * 32 + 1, 1.0, 19),
+    ],
+)
+def test_table_size_follows_the_training_pixel_count(
+    tiny_scene, tmp_path, monkeypatch, device_type, threshold, image_scale, table
+):
+    """Off CUDA, config.yml gets 2^17 rows per level from LARGE_SCENE_PIXELS training pixels (counted at the data
+    manager's image scale), 2^15 below; CUDA 2^19 whatever the scene."""
+    monkeypatch.setattr(accel_ngp_model, "LARGE_SCENE_PIXELS", threshold)
+    config = copy.deepcopy(accel_ngp.config)
+    config.pipeline.datamanager.camera_res_scale_factor = image_scale
+    assert saved_config(config, device_type, tmp_path, tiny_scene).pipeline.model.log2_hashmap_size == table
+
+
+def test_an_explicit_table_size_is_kept_whatever_the_scene(tiny_scene, tmp_path, monkeypatch):
+    monkeypatch.setattr(accel_ngp_model, "LARGE_SCENE_PIXELS", 1)
+    config = copy.deepcopy(accel_ngp.config)
+    config.pipeline.model.log2_hashmap_size = 16
+    assert saved_config(config, "cpu", tmp_path, tiny_scene).pipeline.model.log2_hashmap_size == 16
 
 
 def test_saved_accel_nerfacto_config_names_its_implementation(tiny_scene, tmp_path):
