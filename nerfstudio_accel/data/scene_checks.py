@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import math
 import shutil
 import sys
 from dataclasses import dataclass, replace
@@ -62,6 +63,7 @@ def check_scene(data: Path, parser: DataParserConfig, eval_split: str = "val") -
     from nerfstudio.data.dataparsers.nerfstudio_dataparser import NerfstudioDataParserConfig
 
     data = Path(data)
+    downscale, rounding = 1, "floor"  # how the parser resizes the files listed in train (colmap: their cameras)
     if isinstance(parser, BlenderDataParserConfig):
         check_blender_scene(data, ["train"] + ([eval_split] if eval_split in ("val", "test") else []))
         train = _blender_train_images(data)
@@ -73,12 +75,15 @@ def check_scene(data: Path, parser: DataParserConfig, eval_split: str = "val") -
             data, parser.colmap_path, parser.images_path, parser.load_3D_points, parser.downscale_factor
         )
         train = _colmap_train_images(data, images, parser)
+        downscale = colmap_downscale_factor(images[0], parser.downscale_factor)
+        rounding = parser.downscale_rounding_mode
     else:
         train = None
     bounded = isinstance(parser, BlenderDataParserConfig)
     if not train:
         return SceneFacts(bounded=bounded, images_have_alpha=None)
-    return SceneFacts(bounded=bounded, images_have_alpha=_has_alpha(train[0]), train_pixels=_pixel_count(train))
+    pixels = _pixel_count(train, downscale, rounding)
+    return SceneFacts(bounded=bounded, images_have_alpha=_has_alpha(train[0]), train_pixels=pixels)
 
 
 def _has_alpha(image_path: Path) -> bool:
@@ -87,13 +92,22 @@ def _has_alpha(image_path: Path) -> bool:
         return "A" in image.getbands()
 
 
-def _pixel_count(image_paths: Sequence[Path]) -> int:
-    """Width x height summed over the images; reads only their headers."""
+def _pixel_count(image_paths: Sequence[Path], downscale: int = 1, rounding: str = "floor") -> int:
+    """Width x height summed over the images, each side divided by ``downscale`` and rounded as nerfstudio's
+    ``Cameras.rescale_output_resolution`` rounds it (``floor``, ``round`` or ``ceil``); reads only their headers."""
     total = 0
     for path in image_paths:
         with Image.open(path) as image:
-            total += image.size[0] * image.size[1]
+            width, height = image.size
+        total += _scaled_side(width, downscale, rounding) * _scaled_side(height, downscale, rounding)
     return total
+
+
+def _scaled_side(side: int, downscale: int, rounding: str) -> int:
+    """``side / downscale`` rounded by ``rounding`` (``floor``, ``round`` or ``ceil``)."""
+    if rounding == "round":
+        return math.floor(0.5 + side / downscale)
+    return math.ceil(side / downscale) if rounding == "ceil" else side // downscale
 
 
 def _blender_train_images(data: Path) -> List[Path]:

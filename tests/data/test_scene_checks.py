@@ -332,22 +332,24 @@ def nerfstudio_train_pixels(parser) -> int:
     return int((cameras.width * cameras.height).sum())
 
 
-@pytest.mark.parametrize("split_by", ["blender", "filenames", "fraction", "interval", "colmap"])
+@pytest.mark.parametrize("split_by", ["blender", "filenames", "fraction", "interval", "colmap", "colmap_downscaled"])
 def test_train_pixels_count_the_training_split_nerfstudio_reads(tmp_path: Path, split_by: str):
     """The training pixel count (which picks the CPU's hash-table size) is the training split's, as each parser
-    splits it, at the size the parser reads it (``images_2/`` at downscale factor 2), and scales with the data
-    manager's image scale."""
+    splits it, at the size the parser reads it (``images_2/`` at downscale factor 2: nerfstudio-data's files, the
+    colmap parser's cameras), and scales with the data manager's image scale."""
     from nerfstudio.data.dataparsers.blender_dataparser import BlenderDataParserConfig
     from nerfstudio.data.dataparsers.colmap_dataparser import ColmapDataParserConfig
     from nerfstudio.data.dataparsers.nerfstudio_dataparser import NerfstudioDataParserConfig
 
-    if split_by in ("blender", "colmap"):
+    if split_by == "blender":
         scene = generate_scene(tmp_path / "blender", BLENDER_SPEC)
-        if split_by == "blender":
-            parser = BlenderDataParserConfig(data=scene)
-        else:
-            scene = colmap_scene(scene, tmp_path / "colmap", model_folder="colmap/sparse/0")
-            parser = ColmapDataParserConfig(data=scene, downscale_factor=1, eval_mode="interval", eval_interval=2)
+        parser = BlenderDataParserConfig(data=scene)
+    elif split_by.startswith("colmap"):
+        scene = colmap_scene(generate_scene(tmp_path / "blender", BLENDER_SPEC), tmp_path / "colmap", "colmap/sparse/0")
+        factor = 2 if split_by == "colmap_downscaled" else 1
+        if factor > 1:
+            write_downscaled(scene / "images", factor)  # the parser reads these; its cameras rescale the originals'
+        parser = ColmapDataParserConfig(data=scene, downscale_factor=factor, eval_mode="interval", eval_interval=2)
     else:
         scene = generate_unbounded_scene(tmp_path / "capture", CAPTURE_SPEC)
         write_downscaled(scene / "images", 2)
