@@ -16,6 +16,7 @@ from nerfstudio.cameras.camera_optimizers import CameraOptimizerConfig
 from nerfstudio.cameras.rays import RayBundle
 from nerfstudio.engine.callbacks import TrainingCallback, TrainingCallbackAttributes, TrainingCallbackLocation
 from nerfstudio.utils import colormaps
+from nerfstudio.utils.rich_utils import CONSOLE
 from torch import Tensor
 from torch.nn import Parameter
 
@@ -189,11 +190,10 @@ class AccelNGPModelConfig(AccelModelConfig):
         self._resolve_background(scene.images_have_alpha)
         if self.log2_hashmap_size is None:
             self.log2_hashmap_size = default_table_log2(device_type, scene)
-            logger.info(
-                "accel-ngp: 2^%d hash-table rows per level on %s, %s training pixels (--pipeline.model.log2-hashmap-size)",
-                self.log2_hashmap_size,
-                device_type,
-                "unknown" if scene.train_pixels is None else f"{scene.train_pixels / 1e6:.1f} M",
+            pixels = "an unknown number of" if scene.train_pixels is None else f"{scene.train_pixels / 1e6:.1f} M"
+            CONSOLE.print(
+                f"Hash table: 2^{self.log2_hashmap_size} rows per level, auto for {pixels} training pixels on "
+                f"{device_type} (docs/hash_encoding.md; --pipeline.model.log2-hashmap-size to choose)"
             )
         self.implementation = resolve_implementation(self.implementation, device_type)
         if self.hash_backend == "auto":  # an object scene's block may have a table tiny-cuda-nn does not build

@@ -73,14 +73,16 @@ def test_saved_accel_ngp_config_holds_every_device_choice(
     ],
 )
 def test_table_size_follows_the_training_pixel_count(
-    tiny_scene, tmp_path, monkeypatch, device_type, threshold, image_scale, table
+    tiny_scene, tmp_path, monkeypatch, capsys, device_type, threshold, image_scale, table
 ):
     """Off CUDA, config.yml gets 2^17 rows per level from LARGE_SCENE_PIXELS training pixels (counted at the data
-    manager's image scale), 2^15 below; CUDA 2^19 whatever the scene."""
+    manager's image scale), 2^15 below; CUDA 2^19 whatever the scene. The choice is printed."""
     monkeypatch.setattr(accel_ngp_model, "LARGE_SCENE_PIXELS", threshold)
     config = copy.deepcopy(accel_ngp.config)
     config.pipeline.datamanager.camera_res_scale_factor = image_scale
     assert saved_config(config, device_type, tmp_path, tiny_scene).pipeline.model.log2_hashmap_size == table
+    pixels = round(8 * 32 * 32 * image_scale**2) / 1e6
+    assert f"Hash table: 2^{table} rows per level, auto for {pixels:.1f} M training pixels" in capsys.readouterr().out
 
 
 def test_table_size_rule_at_the_measured_scene_sizes():
