@@ -287,8 +287,8 @@ LARGE_SCENE_PIXELS = 8_000_000
 
 def default_table_log2(device_type: str, scene: SceneFacts) -> int:
     """Hash-table rows per level, as a power of two: 19 on CUDA; elsewhere 15 (a level's table and its gradient
-    fit a core's L2 cache), or 17 for a scene of at least :data:`LARGE_SCENE_PIXELS` training pixels. At equal
-    time on the CPU, 2^17 rows led at 16 M pixels, tied at 4 M and trailed at 1 M (docs/hash_encoding.md)."""
+    fit a core's L2 cache), or 17 for a scene of at least :data:`LARGE_SCENE_PIXELS` training pixels, where the
+    larger table measured ahead at equal time (docs/hash_encoding.md)."""
     if device_type == "cuda":
         return 19
     large = scene.train_pixels is not None and scene.train_pixels >= LARGE_SCENE_PIXELS

@@ -6,8 +6,8 @@ stack trace), keeps the alpha channel of RGBA images for models that blend their
 (nerfstudio's blender parser bakes white into it by default), fills the device-dependent batch sizes and
 resolves the model's config from the device and the scene (its training pixels counted at the data manager's
 image scale), and records which scene it is (its absolute path and camera-file fingerprint, read by a later
-run's warm start). Nothing here reads an image while the pipeline
-is built, so nerfstudio's tools (``ns-render``'s inference mode) work from config.yml and a checkpoint alone.
+run's warm start). Nothing here reads an image while the pipeline is built, so nerfstudio's tools
+(``ns-render``'s inference mode) work from config.yml and a checkpoint alone.
 
 During training it sizes the ray batch so each step marches about ``target_num_samples`` samples.
 
