@@ -156,7 +156,7 @@ class AccelNGPModelConfig(AccelModelConfig):
     """Finest hash-grid resolution."""
     log2_hashmap_size: Optional[int] = None
     """Entries per hash-grid level, as a power of two; default 19 on CUDA, elsewhere 17 for scenes of at least
-    8 M training pixels and 15 below (:func:`default_table_log2`)."""
+    3 M training pixels and 15 below (:func:`default_table_log2`)."""
     hidden_dim: int = 64
     hidden_dim_color: int = 64
     implementation: FieldImplementation = "auto"
@@ -281,7 +281,7 @@ class AccelNGPModelConfig(AccelModelConfig):
         return "tcnn" in (self.implementation, self.hash_backend)
 
 
-LARGE_SCENE_PIXELS = 8_000_000
+LARGE_SCENE_PIXELS = 3_000_000
 """Training pixels (all training images, as trained) from which a CPU run's hash table gets 2^17 rows a level."""
 
 

@@ -86,14 +86,16 @@ def test_table_size_follows_the_training_pixel_count(
 
 
 def test_table_size_rule_at_the_measured_scene_sizes():
-    """The rule's threshold between the scene sizes measured (docs/hash_encoding.md): lego 200x200's 4 M training
-    pixels keep 2^15, 400x400's 16 M get 2^17; a parser without a check (count unknown) keeps 2^15."""
+    """The rule's threshold between the scene sizes measured (docs/hash_encoding.md): lego 100x100's 1 M training
+    pixels and the fruit capture's 2.2 M at a quarter of its size keep 2^15, lego 200x200's 4 M and 400x400's 16 M
+    get 2^17; a parser without a check (count unknown) keeps 2^15."""
 
     def table(device_type: str, pixels) -> int:
         return accel_ngp_model.default_table_log2(device_type, SceneFacts(True, True, train_pixels=pixels))
 
-    assert [table("cpu", pixels) for pixels in (100 * 200 * 200, 100 * 400 * 400, None)] == [15, 17, 15]
-    assert table("cuda", 100 * 200 * 200) == 19
+    sizes = (100 * 100 * 100, 73 * 151 * 202, 100 * 200 * 200, 100 * 400 * 400, None)  # fruit: 73 views at 151x202
+    assert [table("cpu", pixels) for pixels in sizes] == [15, 15, 17, 17, 15]
+    assert table("cuda", 100 * 100 * 100) == 19
 
 
 def test_an_explicit_table_size_is_kept_whatever_the_scene(tiny_scene, tmp_path, monkeypatch):
