@@ -95,7 +95,7 @@ def parse_arguments(argv: Optional[List[str]] = None) -> argparse.Namespace:
         type=int,
         default=1,
         metavar="N",
-        help="runs per method (seeds seed, seed+1, ...); tables show median and min–max",
+        help="runs per method (seeds seed, seed+1, ...), every method in turn per repeat; tables show median and min–max",
     )
     parser.add_argument("--seed", type=int, default=42, help="seed of the first repeat (default 42)")
     parser.add_argument(
@@ -271,8 +271,9 @@ class _RunProgress:
 
 
 def execute(plan: Plan) -> int:
-    """Run every method and repeat under a progress bar, rewriting the outputs after each run.
-    Returns 1 when a run failed, else 0."""
+    """Run every method and repeat under a progress bar, rewriting the outputs after each run. Repeat by repeat,
+    every method runs in turn (seed ``--seed + repeat``), so a machine that speeds up or slows down over the session
+    touches every method alike. Returns 1 when a run failed, else 0."""
     from rich.console import Console
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -284,20 +285,27 @@ def execute(plan: Plan) -> int:
         TextColumn("{task.completed:>6.0f} / {task.total:.0f} s"),
         TimeElapsedColumn(),
     )
-    entries: List[Dict] = []
+    runs: Dict[str, List[Dict]] = {spec.label: [] for spec in plan.specs}
+
+    def entries() -> List[Dict]:
+        """The methods that ran or cannot run, in ``--methods`` order."""
+        return [
+            summarize_method(spec, plan.meta["scene"], runs[spec.label], unsupported=plan.unsupported[spec.label])
+            for spec in plan.specs
+            if runs[spec.label] or plan.unsupported[spec.label] is not None
+        ]
+
     with Progress(*columns, console=Console(stderr=True, soft_wrap=True, highlight=False)) as progress:
         console = progress.console
-        runnable = sum(plan.unsupported[spec.label] is None for spec in plan.specs)
-        bars = _RunProgress(progress, args.budget_seconds, runnable * args.repeats)
+        runnable = [spec for spec in plan.specs if plan.unsupported[spec.label] is None]
         for spec in plan.specs:
-            reason = plan.unsupported[spec.label]
-            if reason is not None:
-                console.print(f"[yellow]{spec.label}[/]: not run on {plan.device}: {reason}")
-                entries.append(summarize_method(spec, plan.meta["scene"], [], unsupported=reason))
-                write_outputs(args.out, plan.meta, entries)
-                continue
-            runs: List[Dict] = []
-            for repeat in range(args.repeats):
+            if plan.unsupported[spec.label] is not None:
+                console.print(f"[yellow]{spec.label}[/]: not run on {plan.device}: {plan.unsupported[spec.label]}")
+        if len(runnable) < len(plan.specs):
+            write_outputs(args.out, plan.meta, entries())
+        bars = _RunProgress(progress, args.budget_seconds, len(runnable) * args.repeats)
+        for repeat in range(args.repeats):
+            for spec in runnable:
                 title = spec.label + (f" (repeat {repeat + 1}/{args.repeats})" if args.repeats > 1 else "")
                 log_path = args.out / "logs" / f"{re.sub(r'[^A-Za-z0-9._=-]+', '_', spec.label)}-{repeat + 1}.log"
                 request = {
@@ -306,7 +314,7 @@ def execute(plan: Plan) -> int:
                     "max_steps": args.max_steps, "eval_points": args.eval_points, "eval_views": args.eval_views,
                 }  # fmt: skip
                 outcome = run_worker(request, log_path, bars.start(title))
-                runs.append(
+                runs[spec.label].append(
                     {
                         "repeat": repeat + 1,
                         "seed": request["seed"],
@@ -317,12 +325,10 @@ def execute(plan: Plan) -> int:
                 bars.finish(outcome)
                 if outcome["status"] != "ok":
                     console.print(f"[red]{title}[/]: failed: {outcome['reason']} (log: {log_path})")
-                summary = summarize_method(spec, plan.meta["scene"], runs)
-                write_outputs(args.out, plan.meta, entries + [summary])
-            entries.append(summary)
+                write_outputs(args.out, plan.meta, entries())
     print((args.out / "results.md").read_text())
     console.print(f"wrote {', '.join(str(args.out / name) for name in OUTPUT_FILES)}")
-    return 1 if any(run["status"] == "failed" for entry in entries for run in entry["runs"]) else 0
+    return 1 if any(run["status"] == "failed" for method_runs in runs.values() for run in method_runs) else 0
 
 
 def main(argv: Optional[List[str]] = None) -> int:

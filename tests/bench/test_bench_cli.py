@@ -261,3 +261,20 @@ def test_the_worker_trains_this_package_whatever_the_working_directory(tmp_path:
     assert "decoy" not in finished.stderr
     assert str(Path(cli.__file__).with_name("worker.py")) in finished.stderr  # its traceback: {} is no request
     assert finished.returncode != 0
+
+
+def test_repeats_run_every_method_in_turn(monkeypatch, tiny_scene: Path, tmp_path: Path):
+    """Repeat by repeat, each method once: a machine that drifts over the session touches every method alike."""
+    requests: List[Dict] = []
+    monkeypatch.setattr(cli, "run_worker", fake_worker(requests))
+    out = tmp_path / "out"
+    no_mining = "accel-ngp:--pipeline.hard-mining=False"
+    methods = f"accel-ngp,{no_mining},instant-ngp"  # instant-ngp needs CUDA: reported, never run
+    argv = ["--data", str(tiny_scene), "--methods", methods, "--repeats", "2", "--seed", "7", "--budget-seconds", "1"]
+    assert main([*argv, "--device", "cpu", "--out", str(out)]) == 0
+    order = [(request["label"], request["seed"]) for request in requests]
+    assert order == [("accel-ngp", 7), (no_mining, 7), ("accel-ngp", 8), (no_mining, 8)]
+    saved = json.loads((out / "results.json").read_text())
+    assert [entry["method_name"] for entry in saved["methods"]] == ["accel-ngp", no_mining, "instant-ngp"]
+    assert [run["seed"] for run in saved["methods"][0]["runs"]] == [7, 8]
+    assert saved["methods"][2]["status"] == "unsupported"
