@@ -80,12 +80,12 @@ def _accel_ngp() -> MethodSpecification:
             model=AccelNGPModelConfig(eval_num_rays_per_chunk=8192),
         ),
         optimizers={
-            "fields": {
-                "optimizer": FusedAdamOptimizerConfig(lr=1e-2, eps=1e-15),
+            "fields": {  # beta2 0.99 (instant-ngp's): docs/trainer.md#adams-second-moment
+                "optimizer": FusedAdamOptimizerConfig(lr=1e-2, betas=(0.9, 0.99), eps=1e-15),
                 "scheduler": FloatExponentialDecaySchedulerConfig(lr_final=1e-4, max_steps=200000),
             },
             APPEARANCE_GROUP: {  # a split capture's appearance embedding, which its blocks share: as the fields
-                "optimizer": FusedAdamOptimizerConfig(lr=1e-2, eps=1e-15),
+                "optimizer": FusedAdamOptimizerConfig(lr=1e-2, betas=(0.9, 0.99), eps=1e-15),
                 "scheduler": FloatExponentialDecaySchedulerConfig(lr_final=1e-4, max_steps=200000),
             },
             "camera_opt": {  # used with --pipeline.model.camera-optimizer.mode SO3xR3

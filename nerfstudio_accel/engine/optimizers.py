@@ -8,7 +8,7 @@ kernel makes one (docs/hash_encoding.md has the measurement). The optimizer stat
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterable, Optional
+from typing import Iterable, Optional, Tuple
 
 import torch
 from nerfstudio.engine.optimizers import AdamOptimizerConfig
@@ -20,11 +20,15 @@ class FusedAdamOptimizerConfig(AdamOptimizerConfig):
     floating-point tensor on a device that has one."""
 
     fused: Optional[bool] = None
+    betas: Tuple[float, float] = (0.9, 0.999)
+    """Adam's decay rates of the gradient's first and second moments (torch's defaults)."""
 
     def setup(self, params: Iterable[torch.nn.Parameter]) -> torch.optim.Optimizer:
         params = list(params)
         fused = self.fused if self.fused is not None else fused_adam_supported(params)
-        return torch.optim.Adam(params, lr=self.lr, eps=self.eps, weight_decay=self.weight_decay, fused=fused)
+        return torch.optim.Adam(
+            params, lr=self.lr, betas=self.betas, eps=self.eps, weight_decay=self.weight_decay, fused=fused
+        )
 
 
 def fused_adam_supported(params: Iterable[torch.Tensor]) -> bool:

@@ -8,6 +8,7 @@ import torch
 
 from nerfstudio_accel.engine.optimizers import FusedAdamOptimizerConfig, fused_adam_supported
 from nerfstudio_accel.methods import accel_ngp
+from nerfstudio_accel.spatial.block_field import APPEARANCE_GROUP
 
 
 def three_steps(optimizer: torch.optim.Optimizer, params, grads) -> None:
@@ -22,6 +23,28 @@ def test_accel_ngp_fields_use_fused_adam_on_cpu():
     assert isinstance(config, FusedAdamOptimizerConfig)
     optimizer = config.setup([torch.nn.Parameter(torch.zeros(4))])
     assert optimizer.defaults["fused"] is True
+
+
+def test_betas_reach_adam_and_accel_ngp_decays_the_second_moment_faster(tiny_scene, tmp_path):
+    from nerfstudio_accel.engine.build import build_trainer_config
+
+    generator = torch.Generator().manual_seed(0)
+    start, grads = torch.randn(50, generator=generator), [[torch.randn(50, generator=generator)] for _ in range(3)]
+    stepped = {}
+    for betas in [(0.9, 0.999), (0.9, 0.99)]:
+        ours = [torch.nn.Parameter(start.clone())]
+        torchs = [torch.nn.Parameter(start.clone())]
+        three_steps(FusedAdamOptimizerConfig(lr=1e-2, betas=betas, eps=1e-15).setup(ours), ours, grads)
+        three_steps(torch.optim.Adam(torchs, lr=1e-2, betas=betas, eps=1e-15), torchs, grads)
+        torch.testing.assert_close(ours[0], torchs[0], rtol=1e-5, atol=1e-6)
+        stepped[betas] = ours[0].detach()
+    assert not torch.allclose(stepped[(0.9, 0.999)], stepped[(0.9, 0.99)], rtol=0.0, atol=1e-6)
+    for group in ("fields", APPEARANCE_GROUP):
+        assert accel_ngp.config.optimizers[group]["optimizer"].betas == (0.9, 0.99)
+    flags = ["--optimizers.fields.optimizer.betas", "0.9", "0.999"]  # ns-train's flag back to torch's default
+    config = build_trainer_config(accel_ngp.config, tiny_scene, "cpu", flags=flags, output_dir=tmp_path, resolve=False)
+    optimizer = config.optimizers["fields"]["optimizer"].setup([torch.nn.Parameter(torch.zeros(4))])
+    assert optimizer.param_groups[0]["betas"] == (0.9, 0.999)
 
 
 def test_fused_steps_and_state_match_plain_adam_and_load_into_each_other():
