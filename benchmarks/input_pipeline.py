@@ -1,7 +1,7 @@
 """Steps/s and input stall of accel-ngp training with and without the pipelined input sampler.
 
     python benchmarks/input_pipeline.py --data ../shared/data/lego [--prefetch 0 2] [--steps 200] [--warmup 30]
-        [--repeats 2] [--device cpu]
+        [--repeats 2] [--device cpu] [--downscale 1] [--alternate ROUNDS --block-steps 10]
 
 For each repeat and each ``--prefetch`` value (interleaved, so drift hits both alike), builds accel-ngp as
 ``ns-train accel-ngp blender-data --data DIR`` does (full resolution), trains ``--warmup`` untimed steps
@@ -10,6 +10,12 @@ step waited for its batch and the mean stall fraction (that wait over the step).
 between a producer thread and a producer process: how long preparing one batch takes on the training
 thread (at the size the last run reached), and how long handing one such batch from another process through a torch.multiprocessing queue
 takes (what a process would add per batch, on top of preparing it).
+
+``--alternate ROUNDS`` measures on one trainer instead: after ``--warmup`` steps, each round trains ``--block-steps``
+steps at each ``--prefetch`` depth in turn (the order reversed every other round; at depth 0 the producer thread
+waits on its full queue), and prints each depth's ms/step (median over rounds) and, per round, its ratio to the first
+depth's. Runs of separate trainers drift with the host by more than the producer's share of a step on a 2-core
+CPU; alternating blocks of one run do not, and the model and batch size are the same for every depth.
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ import statistics
 import tempfile
 import time
 from pathlib import Path
+from typing import Dict, List, Sequence
 
 import torch
 import torch.multiprocessing as mp
@@ -29,9 +36,10 @@ from nerfstudio_accel.engine.trainer import training_step
 from nerfstudio_accel.methods import accel_ngp
 
 
-def build_trainer(data: Path, device: str, prefetch: int, output_dir: Path):
+def build_trainer(data: Path, device: str, prefetch: int, output_dir: Path, downscale: float = 1.0):
     def configure(config) -> None:
         config.pipeline.datamanager.prefetch_batches = prefetch
+        config.pipeline.datamanager.camera_res_scale_factor = 1.0 / downscale
         config.set_timestamp()
 
     config = build_trainer_config(
@@ -55,6 +63,37 @@ def train(trainer, start: int, count: int):
     if trainer.device.startswith("cuda"):
         torch.cuda.synchronize()
     return time.perf_counter() - started, rays, waits, stalls
+
+
+def alternate(trainer, prefetches: Sequence[int], start: int, rounds: int, block_steps: int) -> Dict[int, List[float]]:
+    """ms/step of each prefetch depth in ``prefetches``, one value per round: ``rounds`` rounds of ``block_steps``
+    steps per depth on ``trainer`` from step ``start``, the depths' order reversed every other round."""
+    datamanager_config = trainer.pipeline.datamanager.config
+    ms_per_step: Dict[int, List[float]] = {prefetch: [] for prefetch in prefetches}
+    step = start
+    for round_index in range(rounds):
+        for prefetch in prefetches if round_index % 2 == 0 else list(reversed(prefetches)):
+            datamanager_config.prefetch_batches = prefetch  # read by every next_train call
+            seconds, _, _, _ = train(trainer, step, block_steps)
+            ms_per_step[prefetch].append(1000.0 * seconds / block_steps)
+            step += block_steps
+    return ms_per_step
+
+
+def alternate_report(ms_per_step: Dict[int, List[float]]) -> List[str]:
+    """Markdown rows: each depth's median ms/step over rounds (min–max) and the median (quartiles) of its per-round
+    ratio to the first depth's."""
+    first = next(iter(ms_per_step.values()))
+    lines = ["| prefetch | ms/step, median of rounds (min–max) | ratio to the first depth, median (quartiles) |"]
+    lines.append("|---:|---:|---:|")
+    for prefetch, values in ms_per_step.items():
+        ratios = [value / reference for value, reference in zip(values, first)]
+        quartiles = statistics.quantiles(ratios, n=4) if len(ratios) > 1 else [ratios[0]] * 3
+        lines.append(
+            f"| {prefetch} | {statistics.median(values):.1f} ({min(values):.1f}–{max(values):.1f}) | "
+            f"{quartiles[1]:.3f} ({quartiles[0]:.3f}–{quartiles[2]:.3f}) |"
+        )
+    return lines
 
 
 def _send_batches(queue, received, batch, count: int) -> None:
@@ -91,7 +130,22 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=30)
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--device", default="cpu")
+    parser.add_argument("--downscale", type=float, default=1.0, help="image downscale (4: lego at 100x100)")
+    parser.add_argument("--alternate", type=int, metavar="ROUNDS", help="alternate the depths on one trainer")
+    parser.add_argument("--block-steps", type=int, default=10, help="steps per depth and round with --alternate")
     args = parser.parse_args()
+    if args.alternate:
+        with tempfile.TemporaryDirectory() as folder:
+            trainer = build_trainer(args.data, args.device, args.prefetch[0], Path(folder), args.downscale)
+            train(trainer, 0, args.warmup)
+            ms_per_step = alternate(trainer, args.prefetch, args.warmup, args.alternate, args.block_steps)
+            trainer.pipeline.datamanager.close()
+        print(
+            f"accel-ngp on {args.data} at 1/{args.downscale:g} ({args.device}, {torch.get_num_threads()} torch "
+            f"threads), {args.alternate} rounds of {args.block_steps} steps per depth after {args.warmup}"
+        )
+        print("\n".join(alternate_report(ms_per_step)))
+        return
     print(
         f"accel-ngp on {args.data} ({args.device}, {torch.get_num_threads()} torch threads), {args.steps} timed steps after {args.warmup}"
     )
@@ -100,7 +154,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as folder:
         for repeat in range(args.repeats):
             for prefetch in args.prefetch:
-                trainer = build_trainer(args.data, args.device, prefetch, Path(folder))
+                trainer = build_trainer(args.data, args.device, prefetch, Path(folder), args.downscale)
                 train(trainer, 0, args.warmup)
                 seconds, rays, waits, stalls = train(trainer, args.warmup, args.steps)
                 last_batch_size = trainer.pipeline.datamanager.train_pixel_sampler.num_rays_per_batch
