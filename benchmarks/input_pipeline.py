@@ -4,7 +4,7 @@
         [--repeats 2] [--device cpu] [--downscale 1] [--alternate ROUNDS --block-steps 10]
 
 For each repeat and each ``--prefetch`` value (interleaved, so drift hits both alike), builds accel-ngp as
-``ns-train accel-ngp blender-data --data DIR`` does (full resolution), trains ``--warmup`` untimed steps
+``ns-train accel-ngp blender-data --data DIR`` does (at ``--downscale``, 1: full resolution), trains ``--warmup`` untimed steps
 with nerfstudio's callbacks, then ``--steps`` timed ones, and prints steps/s, rays/s, the mean time a
 step waited for its batch and the mean stall fraction (that wait over the step). Then, for the choice
 between a producer thread and a producer process: how long preparing one batch takes on the training
@@ -12,8 +12,9 @@ thread (at the size the last run reached), and how long handing one such batch f
 takes (what a process would add per batch, on top of preparing it).
 
 ``--alternate ROUNDS`` measures on one trainer instead: after ``--warmup`` steps, each round trains ``--block-steps``
-steps at each ``--prefetch`` depth in turn (the order reversed every other round; at depth 0 the producer thread
-waits on its full queue), and prints each depth's ms/step (median over rounds) and, per round, its ratio to the first
+steps at each ``--prefetch`` depth in turn (the order reversed every other round; each block starts without a
+producer thread, so none runs during a depth-0 block and a depth-``K`` block's first step waits for a fresh one's first
+batch, a cost charged to prefetching), and prints each depth's ms/step (median over rounds) and, per round, its ratio to the first
 depth's. Runs of separate trainers drift with the host by more than the producer's share of a step on a 2-core
 CPU; alternating blocks of one run do not, and the model and batch size are the same for every depth.
 """
@@ -68,12 +69,13 @@ def train(trainer, start: int, count: int):
 def alternate(trainer, prefetches: Sequence[int], start: int, rounds: int, block_steps: int) -> Dict[int, List[float]]:
     """ms/step of each prefetch depth in ``prefetches``, one value per round: ``rounds`` rounds of ``block_steps``
     steps per depth on ``trainer`` from step ``start``, the depths' order reversed every other round."""
-    datamanager_config = trainer.pipeline.datamanager.config
+    datamanager = trainer.pipeline.datamanager
     ms_per_step: Dict[int, List[float]] = {prefetch: [] for prefetch in prefetches}
     step = start
     for round_index in range(rounds):
         for prefetch in prefetches if round_index % 2 == 0 else list(reversed(prefetches)):
-            datamanager_config.prefetch_batches = prefetch  # read by every next_train call
+            datamanager.close()  # stops the last block's producer; next_train starts one of this depth, if any
+            datamanager.config.prefetch_batches = prefetch
             seconds, _, _, _ = train(trainer, step, block_steps)
             ms_per_step[prefetch].append(1000.0 * seconds / block_steps)
             step += block_steps
@@ -88,7 +90,7 @@ def alternate_report(ms_per_step: Dict[int, List[float]]) -> List[str]:
     lines.append("|---:|---:|---:|")
     for prefetch, values in ms_per_step.items():
         ratios = [value / reference for value, reference in zip(values, first)]
-        quartiles = statistics.quantiles(ratios, n=4) if len(ratios) > 1 else [ratios[0]] * 3
+        quartiles = statistics.quantiles(ratios, n=4, method="inclusive") if len(ratios) > 1 else [ratios[0]] * 3
         lines.append(
             f"| {prefetch} | {statistics.median(values):.1f} ({min(values):.1f}–{max(values):.1f}) | "
             f"{quartiles[1]:.3f} ({quartiles[0]:.3f}–{quartiles[2]:.3f}) |"
