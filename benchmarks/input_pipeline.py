@@ -4,8 +4,8 @@
         [--repeats 2] [--device cpu] [--downscale 1] [--alternate ROUNDS --block-steps 10]
 
 For each repeat and each ``--prefetch`` value (interleaved, so drift hits both alike), builds accel-ngp as
-``ns-train accel-ngp blender-data --data DIR`` does (at ``--downscale``, 1: full resolution), trains ``--warmup`` untimed steps
-with nerfstudio's callbacks, then ``--steps`` timed ones, and prints steps/s, rays/s, the mean time a
+``ns-train accel-ngp blender-data --data DIR`` does (at ``--downscale``, 1: full resolution), trains ``--warmup``
+untimed steps with nerfstudio's callbacks, then ``--steps`` timed ones, and prints steps/s, rays/s, the mean time a
 step waited for its batch and the mean stall fraction (that wait over the step). Then, for the choice
 between a producer thread and a producer process: how long preparing one batch takes on the training
 thread (at the size the last run reached), and how long handing one such batch from another process through a torch.multiprocessing queue
@@ -13,10 +13,10 @@ takes (what a process would add per batch, on top of preparing it).
 
 ``--alternate ROUNDS`` measures on one trainer instead: after ``--warmup`` steps, each round trains ``--block-steps``
 steps at each ``--prefetch`` depth in turn (the order reversed every other round; each block starts without a
-producer thread, so none runs during a depth-0 block and a depth-``K`` block's first step waits for a fresh one's first
-batch, a cost charged to prefetching), and prints each depth's ms/step (median over rounds) and, per round, its ratio to the first
-depth's. Runs of separate trainers drift with the host by more than the producer's share of a step on a 2-core
-CPU; alternating blocks of one run do not, and the model and batch size are the same for every depth.
+producer thread, so none runs during a depth-0 block and a depth-``K`` block's first step waits for a fresh one's
+first batch, a cost charged to prefetching), and prints each depth's ms/step (median over rounds) and, per round, its
+ratio to the first depth's. Runs of separate trainers drift with the host by more than the producer's share of a
+step on a 2-core CPU; alternating blocks of one run do not, and the model and batch size are the same for every depth.
 """
 
 from __future__ import annotations
