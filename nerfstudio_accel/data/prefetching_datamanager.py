@@ -31,7 +31,7 @@ import threading
 import time
 import weakref
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, Iterator, Optional, Tuple, Type
+from typing import Any, Callable, Dict, Iterator, Optional, Tuple, Type, Union
 
 import torch
 from nerfstudio.cameras.cameras import CameraType
@@ -167,9 +167,10 @@ class AccelDataManagerConfig(VanillaDataManagerConfig):
     """nerfstudio's datamanager with a pipelined input sampler and seeded pixel draws."""
 
     _target: Type = field(default_factory=lambda: AccelDataManager)
-    prefetch_batches: int = 2
+    prefetch_batches: Optional[int] = None
     """Training batches a producer thread prepares ahead while the step trains (0: prepare each batch on
-    the training thread, between steps, as nerfstudio does)."""
+    the training thread, between steps, as nerfstudio does). Default 0 on the CPU, where the thread takes the
+    step's cores (docs/distributed.md), 2 on other devices."""
     pixel_sampler: SeededPixelSamplerConfig = field(default_factory=SeededPixelSamplerConfig)
     error_guided_rays: ErrorGuidedRaysConfig = field(default_factory=ErrorGuidedRaysConfig)
     """Draw training rays in proportion to an error map of past losses (:mod:`.error_guided_rays`)."""
@@ -179,6 +180,14 @@ class AccelDataManagerConfig(VanillaDataManagerConfig):
         self.__dict__.update(state)
         self.__dict__.setdefault("error_guided_rays", ErrorGuidedRaysConfig())
 
+    def resolve(self, device_type: str) -> None:
+        """Fill an unset ``prefetch_batches`` for ``device_type``, in place; raise
+        :class:`~nerfstudio_accel.errors.ConfigError` (one line) for a negative one. Idempotent."""
+        if self.prefetch_batches is None:
+            self.prefetch_batches = 0 if device_type == "cpu" else 2
+        if self.prefetch_batches < 0:
+            raise ConfigError(f"--pipeline.datamanager.prefetch-batches must be 0 or more, got {self.prefetch_batches}")
+
 
 class AccelDataManager(VanillaDataManager):
     """See the module docstring. Also records, for the trainer, the rays of the batch just handed out and
@@ -187,12 +196,11 @@ class AccelDataManager(VanillaDataManager):
 
     config: AccelDataManagerConfig
 
-    def __init__(self, config: AccelDataManagerConfig, *args, **kwargs) -> None:
-        if config.prefetch_batches < 0:
-            raise ConfigError(
-                f"--pipeline.datamanager.prefetch-batches must be 0 or more, got {config.prefetch_batches}"
-            )
-        super().__init__(config, *args, **kwargs)
+    def __init__(
+        self, config: AccelDataManagerConfig, device: Union[torch.device, str] = "cpu", *args, **kwargs
+    ) -> None:
+        config.resolve(torch.device(device).type)
+        super().__init__(config, device, *args, **kwargs)
         for dataset in (self.train_dataset, self.eval_dataset):
             if dataset is not None and dataset.cameras.metadata is None:
                 # blender-data leaves none; ns-export cameras writes each camera's index into it

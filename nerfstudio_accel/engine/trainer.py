@@ -169,12 +169,14 @@ class AccelTrainerConfig(TrainerConfig):
                 f"gradients); leave it unset, or train with --machine.num-devices 1"
             )
         datamanager = self.pipeline.datamanager
-        if isinstance(datamanager, AccelDataManagerConfig) and datamanager.prefetch_batches > 0:
-            datamanager.prefetch_batches = 0
-            CONSOLE.print(
-                "One block per rank: batches are prepared on the training thread (--pipeline.datamanager."
-                "prefetch-batches 0), so every rank draws the same rays"
-            )
+        if isinstance(datamanager, AccelDataManagerConfig):
+            datamanager.resolve(self.machine.device_type)
+            if datamanager.prefetch_batches > 0:
+                datamanager.prefetch_batches = 0
+                CONSOLE.print(
+                    "One block per rank: batches are prepared on the training thread (--pipeline.datamanager."
+                    "prefetch-batches 0), so every rank draws the same rays"
+                )
         if isinstance(self.pipeline, HardSampleMiningPipelineConfig):
             if self.pipeline.hard_mining is True:
                 raise ConfigError(

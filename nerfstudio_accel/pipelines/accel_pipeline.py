@@ -81,6 +81,8 @@ class AccelPipelineConfig(DynamicBatchPipelineConfig):
             self.target_num_samples = 1 << 18 if on_cuda else 1 << 14
         if self.max_num_rays_per_batch is None:
             self.max_num_rays_per_batch = 1 << 16 if on_cuda else 1 << 12
+        if isinstance(self.datamanager, AccelDataManagerConfig):
+            self.datamanager.resolve(device_type)
         self.model.spatial_blocks = self.spatial_blocks
         self.model.resolve(device_type, scene)
         self._check_error_guided_rays()

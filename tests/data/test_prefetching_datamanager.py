@@ -8,9 +8,12 @@ import time
 
 import pytest
 import torch
+from nerfstudio.data.dataparsers.blender_dataparser import BlenderDataParserConfig
 
 from accel_test_helpers import make_trainer, run_steps
-from nerfstudio_accel.data.prefetching_datamanager import BatchPrefetcher, tensors_in
+from nerfstudio_accel.data.prefetching_datamanager import AccelDataManagerConfig, BatchPrefetcher, tensors_in
+from nerfstudio_accel.engine.build import build_trainer_config
+from nerfstudio_accel.methods import accel_ngp
 
 
 def trainer_with_prefetch(
@@ -128,6 +131,25 @@ def test_tensors_in_finds_every_tensor_of_a_batch(tiny_scene, tmp_path):
         *batch.values(),
     ]
     assert all(id(tensor) in found for tensor in expected)
+
+
+def test_the_default_depth_follows_the_device(tiny_scene, tmp_path):
+    """Unset, the depth is 0 on the CPU (a producer thread would take the step's cores) and 2 elsewhere; a depth
+    given is kept. A data manager built from an unresolved config resolves it for its own device."""
+    for device_type, depth in (("cpu", 0), ("cuda", 2), ("mps", 2)):
+        config = AccelDataManagerConfig()
+        config.resolve(device_type)
+        config.resolve("cpu" if device_type != "cpu" else "cuda")  # idempotent: a resolved depth stays
+        assert config.prefetch_batches == depth, device_type
+    given = AccelDataManagerConfig(prefetch_batches=3)
+    given.resolve("cpu")
+    assert given.prefetch_batches == 3
+    trainer_config = build_trainer_config(accel_ngp.config, tiny_scene, "cpu", BlenderDataParserConfig(), resolve=False)
+    config = trainer_config.pipeline.datamanager
+    assert config.prefetch_batches is None
+    datamanager = config.setup(device="cpu")
+    datamanager.next_train(0)
+    assert config.prefetch_batches == 0 and datamanager._prefetcher is None
 
 
 def test_negative_prefetch_is_refused_in_one_line(tiny_scene, tmp_path):

@@ -41,23 +41,25 @@ def saved_config(method_config: AccelTrainerConfig, device_type: str, tmp_path, 
 
 
 @pytest.mark.parametrize(
-    "device_type, table, grid, samples, rays, precision, hash_backend",
+    "device_type, table, grid, samples, rays, precision, hash_backend, prefetch",
     [
-        ("cuda", 19, 128, 1 << 18, 1 << 16, "fp16", None),  # tcnn, kernel or torch: what runs on this machine's GPU
-        ("cpu", 15, 64, 1 << 14, 1 << 12, "fp32", "kernel"),
-        ("mps", 15, 64, 1 << 14, 1 << 12, "fp32", "torch"),
+        ("cuda", 19, 128, 1 << 18, 1 << 16, "fp16", None, 2),  # tcnn, kernel or torch: what runs on this machine's GPU
+        ("cpu", 15, 64, 1 << 14, 1 << 12, "fp32", "kernel", 0),
+        ("mps", 15, 64, 1 << 14, 1 << 12, "fp32", "torch", 2),
     ],
 )
 def test_saved_accel_ngp_config_holds_every_device_choice(
-    tiny_scene, tmp_path, device_type, table, grid, samples, rays, precision, hash_backend
+    tiny_scene, tmp_path, device_type, table, grid, samples, rays, precision, hash_backend, prefetch
 ):
-    """Table size, grid resolution, field implementation, hash backend, batch sizes and precision are numbers
-    and names in config.yml, chosen from --machine.device-type (tiny-cuda-nn is not installed here: torch)."""
+    """Table size, grid resolution, field implementation, hash backend, batch sizes, prefetch depth and precision
+    are numbers and names in config.yml, chosen from --machine.device-type (tiny-cuda-nn is not installed here:
+    torch)."""
     loaded = saved_config(accel_ngp.config, device_type, tmp_path, tiny_scene)
     model = loaded.pipeline.model
     assert (model.log2_hashmap_size, model.occupancy.resolution, model.implementation) == (table, grid, "torch")
     assert model.hash_backend == hash_backend if hash_backend else model.hash_backend in ("tcnn", "kernel", "torch")
     assert (loaded.pipeline.target_num_samples, loaded.pipeline.max_num_rays_per_batch) == (samples, rays)
+    assert loaded.pipeline.datamanager.prefetch_batches == prefetch
     assert loaded.precision == precision
     assert (loaded.mixed_precision, loaded.use_grad_scaler) == (precision != "fp32", precision == "fp16")
 

@@ -159,7 +159,11 @@ def test_blocks_on_as_many_ranks_resolve_without_mining_and_prefetching(tiny_sce
     """No hard mining, and batches prepared on the training thread (a producer thread would size them when it gets
     to them, differently on each rank)."""
     trainer = make_trainer(
-        tiny_scene, tmp_path, setup=False, pipeline={"spatial_blocks": 2}, **{"machine.num_devices": 2}
+        tiny_scene,
+        tmp_path,
+        setup=False,
+        pipeline={"spatial_blocks": 2, "datamanager.prefetch_batches": 2},
+        **{"machine.num_devices": 2},
     )
     assert trainer.config.blocks_on_ranks() and trainer.config.pipeline.hard_mining is False
     assert trainer.config.pipeline.datamanager.prefetch_batches == 0
