@@ -170,7 +170,7 @@ def test_hard_mining_stats_reach_terminal_and_tensorboard(trained_run) -> None:
     assert all(0 < b <= big_b for b, big_b in zip(b_values, big_b_values))
     printed = [line for line in trained_run["out"].splitlines() if line.startswith("hard mining, step")]
     assert len(printed) >= 2 and "b/B" in printed[0] and "tau_hat" in printed[0], trained_run["out"][-2000:]
-    stalls = scalars.get("Train Metrics Dict/input_stall_fraction")  # the pipelined input sampler (on by default)
+    stalls = scalars.get("Train Metrics Dict/input_stall_fraction")  # the wait for each batch, logged at every depth
     assert stalls and all(0.0 <= value <= 1.0 for value in stalls)
 
 

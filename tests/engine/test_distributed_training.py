@@ -158,7 +158,9 @@ def test_ranks_stay_bit_identical_and_only_rank_zero_saves(tiny_scene, tmp_path)
     """Seven mined steps with grid updates during and after warm-up: parameters, the grid and tau-hat are
     bit-identical on both ranks (which trained on different rays), only rank 0 wrote a checkpoint, and
     each rank's input prefetcher was stopped when training ended."""
-    rank0, rank1 = train_two_ranks(distributed_config(tiny_scene, tmp_path, steps=7, min_hard_fraction=0.0))
+    config = distributed_config(tiny_scene, tmp_path, steps=7, min_hard_fraction=0.0)
+    config.pipeline.datamanager.prefetch_batches = 2  # the GPUs' default (the CPU's is 0): each rank runs a producer
+    rank0, rank1 = train_two_ranks(config)
     assert rank0["grid_updates"] == rank1["grid_updates"] == 4  # steps 0, 2, 4, 6
     state0, state1 = rank0["final_state"], rank1["final_state"]
     assert state0.keys() == state1.keys()
