@@ -181,12 +181,18 @@ def error_guided_trainer(scene, output_dir, **pipeline):
 
 def test_training_steps_record_their_errors_and_later_batches_carry_weights(tiny_scene, tmp_path):
     """ns-train's set-up with the flag on: every step records its rays' errors into the map, batches carry
-    one weight per ray, and once the map is refreshed the weights differ from 1."""
-    trainer = error_guided_trainer(tiny_scene, tmp_path, **{"datamanager.error_guided_rays.refresh_steps": 2})
+    one weight per ray, and once the map is refreshed the weights differ from 1. Batches prepared on a producer
+    thread (depth 2, the GPUs' default), which draws from the map three steps behind."""
+    trainer = error_guided_trainer(
+        tiny_scene,
+        tmp_path,
+        **{"datamanager.error_guided_rays.refresh_steps": 2, "datamanager.prefetch_batches": 2},
+    )
     datamanager = trainer.pipeline.datamanager
     try:
         errors = datamanager.error_map
         assert errors is not None and (errors.tile_rows, errors.tile_columns) == (8, 8)
+        assert errors.lag == 3
         losses = run_steps(trainer, 0, 6)
         assert all(torch.isfinite(torch.tensor(losses)))
         assert errors._recorded == 6

@@ -42,12 +42,13 @@ class RecordingTrainer(AccelTrainer):
         if self.config.simulated_fp16_scaler:
             self.use_grad_scaler = True
             self.grad_scaler = torch.amp.GradScaler("cpu", init_scale=1024.0, growth_interval=1)
-        self.record = {"batches": [], "start_states": [], "scales": [], "hard_samples": []}
+        self.record = {"batches": [], "start_states": [], "scales": [], "hard_samples": [], "producers": []}
         next_train = self.pipeline.datamanager.next_train
 
         def recording_next_train(step):
             ray_bundle, batch = next_train(step)
             self.record["batches"].append({key: value.clone() for key, value in batch.items()})
+            self.record["producers"].append(self.pipeline.datamanager._prefetcher is not None)
             return ray_bundle, batch
 
         self.pipeline.datamanager.next_train = recording_next_train
@@ -173,6 +174,7 @@ def test_ranks_stay_bit_identical_and_only_rank_zero_saves(tiny_scene, tmp_path)
     assert rank1["last_checkpoint"] is None
     assert rank0["last_checkpoint"] is not None and rank0["last_checkpoint"].is_file()
     assert [path.name for path in rank0["last_checkpoint"].parent.iterdir()] == [rank0["last_checkpoint"].name]
+    assert all(rank0["producers"]) and all(rank1["producers"])  # each rank's batches came from its producer thread
     assert rank0["prefetcher_closed"] and rank1["prefetcher_closed"]
 
 
