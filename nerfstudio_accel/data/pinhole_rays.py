@@ -39,26 +39,24 @@ def pinhole_rays(cameras: Cameras, image_coords: Tensor, ray_indices: Int[Tensor
     unit directions ``(n_rays, 3)``, ``pixel_area (n_rays, 1)``, ``camera_indices (n_rays, 1)`` and the
     directions' norm in ``metadata``, bit for bit nerfstudio's, on the cameras' device (the indices may be on
     the images' device, the CPU)."""
-    coords = image_coords[ray_indices[:, 1], ray_indices[:, 2]].to(cameras.device)
-    camera = ray_indices[:, 0].long().to(cameras.device)
+    device = cameras.device
+    pixel = ray_indices[:, 1].long() * image_coords.shape[1] + ray_indices[:, 2].long()
+    coords = image_coords.reshape(-1, 2).index_select(0, pixel.to(image_coords.device)).to(device)
+    camera = ray_indices[:, 0].long().to(device)
     y, x = coords[:, 0], coords[:, 1]
-    fx, fy = cameras.fx[camera, 0], cameras.fy[camera, 0]
-    cx, cy = cameras.cx[camera, 0], cameras.cy[camera, 0]
+    fx, fy, cx, cy = (
+        intrinsic.reshape(-1).index_select(0, camera) for intrinsic in (cameras.fx, cameras.fy, cameras.cx, cameras.cy)
+    )
     across, down = x - cx, y - cy
     right, up = across / fx, -(down / fy)
-    # the pixel, and its neighbours one pixel right and one down: (3, n_rays, 3) camera-space directions, y and
-    # z flipped (nerfstudio's camera looks down -z with y up)
-    camera_space = torch.stack(
-        [
-            torch.stack([right, up], -1),
-            torch.stack([(across + 1) / fx, up], -1),
-            torch.stack([right, -((down + 1) / fy)], -1),
-        ]
-    )
-    camera_space = camera_space.float()  # as nerfstudio's direction stack: float32, whatever the cameras' dtype
-    camera_space = torch.cat([camera_space, torch.full_like(camera_space[..., :1], -1.0)], -1)
-    camera_to_world = cameras.camera_to_worlds[camera]
-    world = torch.sum(camera_space[..., None, :] * camera_to_world[:, :3, :3], dim=-1)
+    # the pixel, and its neighbours one pixel right and one down: (3, n_rays) camera-space x and y (float32, as
+    # nerfstudio's direction stack, whatever the cameras' dtype); z is -1 (nerfstudio's camera looks down -z, y up)
+    camera_x = torch.stack([right, (across + 1) / fx, right]).float()
+    camera_y = torch.stack([up, up, -((down + 1) / fy)]).float()
+    camera_to_world = cameras.camera_to_worlds.index_select(0, camera)
+    rotation = camera_to_world[:, :3, :3]
+    # nerfstudio's sum over the three products, term by term from +0 as torch's sum adds them: the same bits
+    world = 0.0 + camera_x[..., None] * rotation[:, :, 0] + camera_y[..., None] * rotation[:, :, 1] - rotation[:, :, 2]
     world, norms = camera_utils.normalize_with_norm(world, -1)
     directions = world[0]
     dx = torch.sqrt(torch.sum((directions - world[1]) ** 2, dim=-1))

@@ -47,10 +47,19 @@ def pixels(n_cameras: int, n_rays: int, seed: int = 1) -> torch.Tensor:
     )
 
 
+def same_bits(expected: torch.Tensor, actual: torch.Tensor) -> bool:
+    """Equal dtypes and bit patterns (``torch.equal`` takes -0.0 for +0.0)."""
+    if expected.dtype != actual.dtype or expected.shape != actual.shape:
+        return False
+    if expected.is_floating_point():
+        integers = {torch.float32: torch.int32, torch.float64: torch.int64}[expected.dtype]
+        return torch.equal(expected.view(integers), actual.view(integers))
+    return torch.equal(expected, actual)
+
+
 def assert_same_rays(expected, actual) -> None:
     for name in ("origins", "directions", "pixel_area", "camera_indices"):
-        assert getattr(expected, name).dtype == getattr(actual, name).dtype, name
-        assert torch.equal(getattr(expected, name), getattr(actual, name)), name
+        assert same_bits(getattr(expected, name), getattr(actual, name)), name
     for name in ("times", "nears", "fars"):
         if getattr(expected, name) is None:
             assert getattr(actual, name) is None, name
@@ -58,7 +67,7 @@ def assert_same_rays(expected, actual) -> None:
             assert torch.equal(getattr(expected, name), getattr(actual, name)), name
     assert expected.metadata.keys() == actual.metadata.keys()
     for key in expected.metadata:
-        assert torch.equal(expected.metadata[key], actual.metadata[key]), key
+        assert same_bits(expected.metadata[key], actual.metadata[key]), key
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
@@ -69,13 +78,20 @@ def assert_same_rays(expected, actual) -> None:
         {"distortion_params": torch.zeros(5, 6)},
         {"metadata": {}},
         {"width": torch.tensor([[40], [32], [40], [24], [36]]), "height": torch.tensor([[30], [30], [20], [30], [26]])},
+        {"cx": torch.full((5, 1), 20.0), "cy": torch.full((5, 1), 15.0)},
+        {
+            "camera_to_worlds": torch.eye(4)[:3].repeat(5, 1, 1),
+            "cx": torch.full((5, 1), 20.5),
+            "cy": torch.full((5, 1), 15.5),
+        },
     ],
-    ids=["plain", "zero-distortion", "empty-metadata", "photos-of-different-sizes"],
+    ids=["plain", "zero-distortion", "empty-metadata", "photos-of-different-sizes", "float32-centres", "axis-aligned"],
 )
 def test_pinhole_rays_are_nerfstudios_to_the_bit(dtype, overrides):
-    """Undistorted pinholes (intrinsics in float32 or, as blender-data's, float64; no distortion parameters or all
-    zero; no metadata or an empty dict; one size or several) take the short path, and its rays are nerfstudio's bit
-    for bit, every field, also from int32 pixel indices (camera indices come back int64, as nerfstudio's)."""
+    """Undistorted pinholes (intrinsics in float32 or, as blender-data's, float64 focal lengths with float32 centres;
+    no distortion parameters or all zero; no metadata or an empty dict; one size or several; axis-aligned poses
+    with centres on pixel centres, whose zero sums test the sign of zero) take the short path, and its rays are nerfstudio's bit for bit,
+    every field, also from int32 pixel indices (camera indices come back int64, as nerfstudio's)."""
     cameras = random_cameras(5, dtype, **overrides)
     fast = PinholeRayGenerator(cameras)
     assert fast.pinholes
