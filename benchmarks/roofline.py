@@ -11,7 +11,9 @@ Three parts, on the CPU and the occupancy sampler (object scenes) only:
    model's, filled): the 8 corner rows of each point's cell at every level, found as the kernels find them but
    with no weights and no output, for the candidates the trained grid marches on one training batch (in ray
    order, as the culling pass reads them) and for uniform random points (the grid update's); the same corners
-   read, added to and written back (the table gradient's scatter); and, for reference, rows read at random.
+   read, added to and written back (the table gradient's scatter); the marched points' corners read point by
+   point instead, every level of a point before the next (the fused culling kernels' order, which an early stop
+   needs: a thread no longer sweeps one level's slice of the table); and, for reference, rows read at random.
    Random reads from a table the size of the occupancy grid, cut into one slice per thread (marching); a linear
    layer at each MLP layer's shape and at 1024 x 1024 (the FLOP floor takes the best of them: a slow shape could
    be padded to a fast one); streamed copy bandwidth (bytes read plus bytes written).
@@ -24,7 +26,8 @@ Three parts, on the CPU and the occupancy sampler (object scenes) only:
 
 What each phase is charged (per step): marching: one grid read per lattice step (the marcher reads each twice, a
 count pass and a fill pass; one pass would do) and 16 bytes written per candidate; culling density pass:
-``levels x 8`` corner reads (marched points) and the density MLP per evaluated point, its encoding written; grid
+``levels x 8`` corner reads (marched points, at the point-by-point rate where the CPU's fused kernels cull) and
+the density MLP per evaluated point, its encoding written; grid
 update: the same per update point (uniform points); scoring forward: the colour MLP per kept sample; graph
 forward: both MLPs per graph sample (its encodings come from the culling pass where the hash backend reuses them,
 else ``levels x 8`` corner reads more); backward: twice the forward FLOPs and ``levels x 8`` corner adds per graph
@@ -116,6 +119,35 @@ def _corner_pass(points, table, scales, resolutions, offsets, dense, primes, add
         sums[level] = total
 
 
+@numba.njit(parallel=True, cache=True)
+def _corner_pass_by_point(points, table, scales, resolutions, offsets, dense, primes, sums):
+    """The reads of :func:`_corner_pass` in the fused culling kernels' order: each point's 8 corner rows at every
+    level, then the next point (threads share the points, not the levels); ``sums (n,)`` per point."""
+    for i in numba.prange(points.shape[0]):
+        total = np.float32(0.0)
+        for level in range(scales.shape[0]):
+            start, entries = offsets[level], offsets[level + 1] - offsets[level]
+            gx, _ = lattice_cell(points[i, 0], scales[level])
+            gy, _ = lattice_cell(points[i, 1], scales[level])
+            gz, _ = lattice_cell(points[i, 2], scales[level])
+            for corner in range(8):
+                bx, by, bz = corner & 1, (corner >> 1) & 1, (corner >> 2) & 1
+                row = start + corner_row(
+                    gx + bx,
+                    gy + by,
+                    gz + bz,
+                    resolutions[level],
+                    entries,
+                    dense[level],
+                    primes[0],
+                    primes[1],
+                    primes[2],
+                )
+                for feature in range(table.shape[1]):
+                    total += table[row, feature]
+        sums[i] = total
+
+
 def best_seconds(run: Callable[[], object], repeats: int) -> float:
     """The least wall time of ``repeats`` calls of ``run`` after one untimed call."""
     run()
@@ -147,17 +179,22 @@ def thread_slices(rows: int) -> List[int]:
     return [rows // threads + (1 if index < rows % threads else 0) for index in range(threads)]
 
 
-def corner_rate(layout, points: torch.Tensor, repeats: int, add: bool = False) -> float:
+def corner_rate(layout, points: torch.Tensor, repeats: int, add: bool = False, by_point: bool = False) -> float:
     """Corner rows read (or read, added to and written, ``add``) per second for ``points (n, 3)`` in [0, 1] in a
     float32 table with ``layout``: the hash grid's reads with their own locality (corners sharing cache lines,
-    neighbouring points sharing cells), without the arithmetic around them."""
+    neighbouring points sharing cells), without the arithmetic around them; level by level (the hash kernels'
+    order: a thread sweeps one level's slice) or, ``by_point``, point by point (the fused culling kernels')."""
     levels = layout.level_tensors(torch.device("cpu"))
     arrays = (levels.scales.numpy(), levels.resolutions.numpy(), levels.offsets.numpy(), levels.dense.numpy())
     table = np.ones((int(arrays[2][-1]), layout.features_per_level), dtype=np.float32)  # written: no shared zero page
     primes = np.array(HASH_PRIMES, dtype=np.int64)
     positions = points.float().contiguous().numpy()
-    sums = np.zeros(layout.num_levels, dtype=np.float32)
-    run = lambda: _corner_pass(positions, table, *arrays, primes, add, sums)  # noqa: E731
+    if by_point:
+        sums = np.zeros(positions.shape[0], dtype=np.float32)
+        run = lambda: _corner_pass_by_point(positions, table, *arrays, primes, sums)  # noqa: E731
+    else:
+        sums = np.zeros(layout.num_levels, dtype=np.float32)
+        run = lambda: _corner_pass(positions, table, *arrays, primes, add, sums)  # noqa: E731
     with numba.parallel_chunksize(1):
         seconds = best_seconds(run, repeats)
     return positions.shape[0] * layout.num_levels * READS_PER_POINT_LEVEL / seconds
@@ -279,9 +316,11 @@ def phase_floors(
     shapes: Dict[str, List[Tuple[int, int]]],
     layout,
     graph_encodes: bool,
+    culls_by_point: bool,
 ):
     """Per phase ``{"reads": s, "flops": s, "bytes": s}``: the seconds each resource needs for the phase's work
-    (``graph_encodes``: the graph forward encodes its samples again, the culling pass's encodings not reused)."""
+    (``graph_encodes``: the graph forward encodes its samples again, the culling pass's encodings not reused;
+    ``culls_by_point``: the culling pass reads the table point by point, as the fused kernels do)."""
     reads = READS_PER_POINT_LEVEL * layout.num_levels
     density, color = shapes["density"], shapes["color"]
     encoding_bytes = 4 * layout.num_levels * layout.features_per_level
@@ -299,7 +338,7 @@ def phase_floors(
             "bytes": work["candidates"] * CANDIDATE_BYTES / rates["bandwidth"],
         },
         "culling density pass": {
-            **per(work["evaluated"], "marched"),
+            **per(work["evaluated"], "marched, point by point" if culls_by_point else "marched"),
             "bytes": work["evaluated"] * encoding_bytes / rates["bandwidth"],
         },
         "grid update": per(work["update"], "uniform"),
@@ -328,6 +367,7 @@ def machine_rates(trainer, shapes: Dict[str, List[Tuple[int, int]]], marched, ro
     rates = {
         "random reads": read_rate(table_rows, layout.features_per_level, np.float32, repeats),
         "corner reads, marched": corner_rate(layout, marched, repeats),
+        "corner reads, marched, point by point": corner_rate(layout, marched, repeats, by_point=True),
         "corner adds, marched": corner_rate(layout, marched, repeats, add=True),
         "corner reads, uniform": corner_rate(layout, torch.rand(marched.shape[0], 3), repeats),
         "grid reads": read_rate(thread_slices(grid.cells_per_lvl * grid.levels), 1, np.uint8, repeats),
@@ -359,7 +399,9 @@ def roofline(trainer, args) -> Dict[str, object]:
     rows = int(2 ** round(math.log2(max(counts["evaluated"], 1))))
     rates = machine_rates(trainer, shapes, marched, rows, args.rate_repeats)
     layout = field.position_encoding.layout
-    floors = phase_floors(work, rates, shapes, layout, not field.reuses_encodings)
+    kernel = model.sampler.backend_for(torch.device(args.device)) == "kernel"
+    culls_by_point = kernel and field.density_network() is not None  # the fused culling kernels read so
+    floors = phase_floors(work, rates, shapes, layout, not field.reuses_encodings, culls_by_point)
     table = {}
     for name in PHASE_ORDER:
         if name not in phases:
@@ -402,6 +444,8 @@ def markdown(result: Dict[str, object], command: str, device: str) -> str:
         "|---|---:|",
         f"| random row reads, hash-grid table | {rates['random reads'] / 1e6:.0f} M rows/s |",
         f"| corner reads, hash-grid table, marched points | {rates['corner reads, marched'] / 1e6:.0f} M rows/s |",
+        "| corner reads, hash-grid table, marched points, point by point | "
+        f"{rates['corner reads, marched, point by point'] / 1e6:.0f} M rows/s |",
         f"| corner read-add-writes, marched points | {rates['corner adds, marched'] / 1e6:.0f} M rows/s |",
         f"| corner reads, uniform random points | {rates['corner reads, uniform'] / 1e6:.0f} M rows/s |",
         f"| random reads, occupancy grid | {rates['grid reads'] / 1e6:.0f} M cells/s |",

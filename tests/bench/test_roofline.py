@@ -41,6 +41,21 @@ def test_corner_adds_land_in_their_own_level_and_count_every_corner():
     assert layout.level_is_dense(0) and not layout.level_is_dense(5)  # both kinds of rows are covered
 
 
+def test_corner_reads_point_by_point_read_every_corner_of_every_level():
+    """The fused kernels' order reads the same rows as the level-by-level pass: per point, the sum of its 8 corners'
+    features at every level."""
+    layout = HashGridLayout.from_resolutions(6, 4, 300, 10, 2)
+    points = torch.rand(300, 3, generator=torch.Generator().manual_seed(1))
+    levels = layout.level_tensors(torch.device("cpu"))
+    arrays = (levels.scales.numpy(), levels.resolutions.numpy(), levels.offsets.numpy(), levels.dense.numpy())
+    level_of_row = np.repeat(np.arange(6), np.diff(arrays[2]))
+    table = np.stack([level_of_row + 1.0, 10.0 * (level_of_row + 1.0)], axis=1).astype(np.float32)
+    primes = np.array(HASH_PRIMES, dtype=np.int64)
+    sums = np.zeros(300, dtype=np.float32)
+    roofline._corner_pass_by_point(points.numpy(), table, *arrays, primes, sums)
+    assert sums.tolist() == [8.0 * 11.0 * sum(range(1, 7))] * 300  # levels 1..6, both features, 8 corners each
+
+
 def test_roofline_charges_each_phase_the_work_of_its_steps(tiny_scene, tmp_path):
     # a grid update at step 2, still in the grid's warm-up: every cell of the 64^3 CPU grid is evaluated
     flags = ("--rate-repeats", "1", "--", "--pipeline.model.occupancy.update-every", "2")
@@ -50,7 +65,8 @@ def test_roofline_charges_each_phase_the_work_of_its_steps(tiny_scene, tmp_path)
     assert work["update_points_per_update"] == 64**3 and work["update"] == 64**3 / 2  # one update in 2 steps
     levels = result["levels"]
     culling = phases["culling density pass"]["resources_ms"]
-    assert culling["reads"] == pytest.approx(1000 * work["evaluated"] * levels * 8 / rates["corner reads, marched"])
+    by_point = rates["corner reads, marched, point by point"]  # the CPU's default culls in the fused kernels
+    assert culling["reads"] == pytest.approx(1000 * work["evaluated"] * levels * 8 / by_point)
     density_flops = sum(2 * k * m for k, m in result["shapes"]["density"])
     assert culling["flops"] == pytest.approx(1000 * work["evaluated"] * density_flops / rates["best matmul"])
     assert phases["optimizer"]["resources_ms"]["bytes"] == pytest.approx(
