@@ -119,33 +119,40 @@ def _corner_pass(points, table, scales, resolutions, offsets, dense, primes, add
         sums[level] = total
 
 
+POINTS_PER_CHUNK = 256
+"""Consecutive points (in ray order) one thread reads in :func:`_corner_pass_by_point`: about the candidates of the
+16-ray chunk a thread takes in the fused kernels (``CHUNK_RAYS``), so a ray's points stay on one core."""
+
+
 @numba.njit(parallel=True, cache=True)
 def _corner_pass_by_point(points, table, scales, resolutions, offsets, dense, primes, sums):
     """The reads of :func:`_corner_pass` in the fused culling kernels' order: each point's 8 corner rows at every
-    level, then the next point (threads share the points, not the levels); ``sums (n,)`` per point."""
-    for i in numba.prange(points.shape[0]):
-        total = np.float32(0.0)
-        for level in range(scales.shape[0]):
-            start, entries = offsets[level], offsets[level + 1] - offsets[level]
-            gx, _ = lattice_cell(points[i, 0], scales[level])
-            gy, _ = lattice_cell(points[i, 1], scales[level])
-            gz, _ = lattice_cell(points[i, 2], scales[level])
-            for corner in range(8):
-                bx, by, bz = corner & 1, (corner >> 1) & 1, (corner >> 2) & 1
-                row = start + corner_row(
-                    gx + bx,
-                    gy + by,
-                    gz + bz,
-                    resolutions[level],
-                    entries,
-                    dense[level],
-                    primes[0],
-                    primes[1],
-                    primes[2],
-                )
-                for feature in range(table.shape[1]):
-                    total += table[row, feature]
-        sums[i] = total
+    level, then the next point; threads take chunks of :data:`POINTS_PER_CHUNK` consecutive points; ``sums (n,)``
+    per point."""
+    for chunk in numba.prange((points.shape[0] + POINTS_PER_CHUNK - 1) // POINTS_PER_CHUNK):
+        for i in range(chunk * POINTS_PER_CHUNK, min((chunk + 1) * POINTS_PER_CHUNK, points.shape[0])):
+            total = np.float32(0.0)
+            for level in range(scales.shape[0]):
+                start, entries = offsets[level], offsets[level + 1] - offsets[level]
+                gx, _ = lattice_cell(points[i, 0], scales[level])
+                gy, _ = lattice_cell(points[i, 1], scales[level])
+                gz, _ = lattice_cell(points[i, 2], scales[level])
+                for corner in range(8):
+                    bx, by, bz = corner & 1, (corner >> 1) & 1, (corner >> 2) & 1
+                    row = start + corner_row(
+                        gx + bx,
+                        gy + by,
+                        gz + bz,
+                        resolutions[level],
+                        entries,
+                        dense[level],
+                        primes[0],
+                        primes[1],
+                        primes[2],
+                    )
+                    for feature in range(table.shape[1]):
+                        total += table[row, feature]
+            sums[i] = total
 
 
 def best_seconds(run: Callable[[], object], repeats: int) -> float:
@@ -183,7 +190,9 @@ def corner_rate(layout, points: torch.Tensor, repeats: int, add: bool = False, b
     """Corner rows read (or read, added to and written, ``add``) per second for ``points (n, 3)`` in [0, 1] in a
     float32 table with ``layout``: the hash grid's reads with their own locality (corners sharing cache lines,
     neighbouring points sharing cells), without the arithmetic around them; level by level (the hash kernels'
-    order: a thread sweeps one level's slice) or, ``by_point``, point by point (the fused culling kernels')."""
+    order: a thread sweeps one level's slice) or, ``by_point``, point by point (the fused culling kernels'; reads
+    only, ``add`` does not apply)."""
+    assert not (add and by_point), "the point-by-point pass only reads"
     levels = layout.level_tensors(torch.device("cpu"))
     arrays = (levels.scales.numpy(), levels.resolutions.numpy(), levels.offsets.numpy(), levels.dense.numpy())
     table = np.ones((int(arrays[2][-1]), layout.features_per_level), dtype=np.float32)  # written: no shared zero page

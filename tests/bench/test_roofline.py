@@ -41,19 +41,24 @@ def test_corner_adds_land_in_their_own_level_and_count_every_corner():
     assert layout.level_is_dense(0) and not layout.level_is_dense(5)  # both kinds of rows are covered
 
 
-def test_corner_reads_point_by_point_read_every_corner_of_every_level():
-    """The fused kernels' order reads the same rows as the level-by-level pass: per point, the sum of its 8 corners'
-    features at every level."""
+def test_corner_reads_point_by_point_read_the_rows_the_level_pass_reads():
+    """Point by point, each point's sum is over the very rows the level-by-level pass reads for it (counted by that
+    pass's adds, one point at a time), in a table whose rows hold different values; more points than one chunk."""
     layout = HashGridLayout.from_resolutions(6, 4, 300, 10, 2)
-    points = torch.rand(300, 3, generator=torch.Generator().manual_seed(1))
+    points = torch.rand(roofline.POINTS_PER_CHUNK + 44, 3, generator=torch.Generator().manual_seed(1)).numpy()
     levels = layout.level_tensors(torch.device("cpu"))
     arrays = (levels.scales.numpy(), levels.resolutions.numpy(), levels.offsets.numpy(), levels.dense.numpy())
-    level_of_row = np.repeat(np.arange(6), np.diff(arrays[2]))
-    table = np.stack([level_of_row + 1.0, 10.0 * (level_of_row + 1.0)], axis=1).astype(np.float32)
+    rows = int(arrays[2][-1])
+    values = (np.arange(rows) % 97 + 1).astype(np.float32)
+    table = np.stack([values, 2 * values], axis=1)  # sums stay exact in float32
     primes = np.array(HASH_PRIMES, dtype=np.int64)
-    sums = np.zeros(300, dtype=np.float32)
-    roofline._corner_pass_by_point(points.numpy(), table, *arrays, primes, sums)
-    assert sums.tolist() == [8.0 * 11.0 * sum(range(1, 7))] * 300  # levels 1..6, both features, 8 corners each
+    sums = np.zeros(len(points), dtype=np.float32)
+    roofline._corner_pass_by_point(points, table, *arrays, primes, sums)
+    for i in (0, 7, roofline.POINTS_PER_CHUNK, len(points) - 1):
+        reads = np.zeros((rows, 2), dtype=np.float32)
+        roofline._corner_pass(points[i : i + 1], reads, *arrays, primes, True, np.zeros(6, dtype=np.float32))
+        assert reads[:, 0].sum() == 6 * 8  # 8 corners at each of the 6 levels
+        assert sums[i] == float((reads[:, 0] * values).sum() * 3)
 
 
 def test_roofline_charges_each_phase_the_work_of_its_steps(tiny_scene, tmp_path):

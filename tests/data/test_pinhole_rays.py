@@ -90,8 +90,9 @@ def assert_same_rays(expected, actual) -> None:
 def test_pinhole_rays_are_nerfstudios_to_the_bit(dtype, overrides):
     """Undistorted pinholes (intrinsics in float32 or, as blender-data's, float64 focal lengths with float32 centres;
     no distortion parameters or all zero; no metadata or an empty dict; one size or several; axis-aligned poses
-    with centres on pixel centres, whose zero sums test the sign of zero) take the short path, and its rays are nerfstudio's bit for bit,
-    every field, also from int32 pixel indices (camera indices come back int64, as nerfstudio's)."""
+    with centres on pixel centres, whose zero sums test the sign of zero) take the short path, and its rays are
+    nerfstudio's bit for bit, every field, also from int32 pixel indices (camera indices come back int64, as
+    nerfstudio's)."""
     cameras = random_cameras(5, dtype, **overrides)
     fast = PinholeRayGenerator(cameras)
     assert fast.pinholes
