@@ -121,10 +121,11 @@ def test_two_ranks_train_a_captures_blocks_and_proposal_fields_as_one_process(tm
     (rank 0's).
 
     Tolerance, after 2 steps (the second with pose corrections, so the regulariser acts): camera poses to 1e-5;
-    every other tensor to 1e-3 (a tenth of the fields' learning rate), all but 1% of its entries to 1e-6. Proposal
-    sampling spreads samples through empty space, where gradients are near zero, and Adam (eps 1e-15) turns a
-    rounding difference there into a step of up to the learning rate: measured 2.3e-4 at most, 0.43% of a table's
-    entries. Counting the regulariser on both ranks moves the poses by 1.6e-3 and fails this."""
+    every other tensor to 1e-2 (the fields' learning rate), all but 1% of its entries to 1e-6. Proposal sampling
+    spreads samples through empty space, where gradients are near zero, and Adam (eps 1e-15) turns a rounding
+    difference there into a step of up to the learning rate: measured 2.3e-4 at most on an Intel host, 3.2e-3 on an
+    AMD one (0.43% and 0.19% of a table's entries). Counting the regulariser on both ranks moves the poses by 1.6e-3
+    and fails this."""
     spec = UnboundedSceneSpec(num_train=8, num_val=2, num_test=2, resolution=24, seed=4)
     scene = generate_unbounded_scene(tmp_path / "capture", spec)
     ranks, one = train_both(capture_blocks_config, scene, tmp_path)
@@ -139,7 +140,7 @@ def test_two_ranks_train_a_captures_blocks_and_proposal_fields_as_one_process(tm
         if "camera_optimizer" in name:
             assert value.abs().max() > 1e-4 and difference.max() <= 1e-5, name
         elif value.numel():
-            assert difference.max() <= 1e-3 and (difference > 1e-6).float().mean() <= 0.01, name
+            assert difference.max() <= 1e-2 and (difference > 1e-6).float().mean() <= 0.01, name
 
 
 def test_two_ranks_resume_from_their_checkpoint_as_one_process_does(two_runs, tmp_path):
