@@ -14,6 +14,9 @@
   (:data:`HASH_GRID_SIZES`, any of them for every table: another ``max_res`` may keep a table's length and
   move every level's cells). A group without parameters (the occupancy grid) summarises the field: it loads
   only when every learned tensor does.
+- **Hash tables of fewer rows a level** (a smaller ``log2_hashmap_size``, every other size the same) are laid out
+  in this run's rows first (:func:`~nerfstudio_accel.encodings.table_growth.grow_table`), so their points read
+  what they read in the source run: a 100x100 CPU run's 2^15 rows carry into a 400x400 run's 2^17.
 
 A checkpoint of which no learned tensor (a parameter outside the camera optimizer) would load is refused:
 buffers, scene boxes and pose corrections alone are a cold start. The optimizer, schedulers and step count
@@ -34,6 +37,7 @@ from torch import Tensor, nn
 
 from nerfstudio_accel.data.scene_identity import scene_fingerprint
 from nerfstudio_accel.encodings.hash_encoding import MultiresHashEncoding
+from nerfstudio_accel.encodings.table_growth import grow_table, smaller_layout
 from nerfstudio_accel.engine.run_folder import run_config
 from nerfstudio_accel.errors import CheckpointError
 from nerfstudio_accel.pipelines.accel_pipeline import AccelPipelineConfig
@@ -57,6 +61,10 @@ HASH_GRID_SIZES = (
 )
 """Model config fields (accel-ngp's and nerfacto's, a nested one by its dotted path) that lay out the hash tables'
 levels."""
+
+TABLE_ROWS = frozenset({"log2_hashmap_size", "proposal.log2_hashmap_size"})
+"""The :data:`HASH_GRID_SIZES` that only set rows a level: a smaller table of this package's layout grows into a
+larger one (a table of another length is not loaded, one of the same length has every level dense in both)."""
 
 
 @dataclass(frozen=True)
@@ -92,6 +100,8 @@ class WarmStartReport:
     skipped: Dict[str, str] = field(default_factory=dict)
     groups: Dict[str, Tuple[str, Optional[str]]] = field(default_factory=dict)
     """Each group's module path: its module's class name, and None when carried whole, else why not."""
+    grown: Dict[str, Tuple[int, int]] = field(default_factory=dict)
+    """Hash tables laid out in more rows a level before loading: ``log2_hashmap_size`` in the checkpoint and here."""
 
     @property
     def same_scene(self) -> bool:
@@ -115,12 +125,14 @@ class WarmStartReport:
             for reason, names in reasons.items()
         )
         carried = [f"{module} ({kind})" for module, (kind, why) in self.groups.items() if why is None]
+        grown = [f"{name} (2^{a} to 2^{b})" for name, (a, b) in self.grown.items() if name in self.loaded]
         missed = [f"{module} ({kind}: {why})" for module, (kind, why) in self.groups.items() if why is not None]
         return (
             f"Warm start from {self.checkpoint} (step {self.step}, {self.scene_phrase()}): "
             f"loaded {len(self.loaded)} tensors"
             + (f", skipped {skipped}" if skipped else "")
             + (f"; carried whole: {', '.join(carried)}" if carried else "")
+            + (f"; hash tables grown to this run's rows a level: {', '.join(grown)}" if grown else "")
             + (f"; not carried: {', '.join(missed)}" if missed else "")
             + "; fresh optimizer"
         )
@@ -271,6 +283,7 @@ def warm_start(model: nn.Module, init_from: Path, data: Path) -> WarmStartReport
                 f"{blocks}, or train without --pipeline.model.init-from"
             )
     report = WarmStartReport(checkpoint, int(state.get("step", 0)), scene_match(run, data))
+    report.grown = grow_smaller_tables(model, source)
     target = model.state_dict()
     misfits = {name: _misfit(source.get(name), tensor) for name, tensor in target.items()}
     networks = network_tensor_names(model)
@@ -305,6 +318,22 @@ def warm_start(model: nn.Module, init_from: Path, data: Path) -> WarmStartReport
     return report
 
 
+def grow_smaller_tables(model: nn.Module, source: Dict[str, Tensor]) -> Dict[str, Tuple[int, int]]:
+    """Replace, in ``source`` (a checkpoint's model tensors), each hash table of ``model``'s layout with fewer rows
+    a level by the table laid out in ``model``'s rows; returns their names with both sizes (as powers of two)."""
+    grown = {}
+    for path, module in model.named_modules():
+        name = f"{path}.table"
+        table = source.get(name)
+        if not isinstance(module, MultiresHashEncoding) or table is None or table.shape == module.table.shape:
+            continue
+        smaller = smaller_layout(module.layout, table.numel())
+        if smaller is not None:
+            source[name] = grow_table(table, smaller, module.layout)
+            grown[name] = (smaller.log2_hashmap_size, module.layout.log2_hashmap_size)
+    return grown
+
+
 def _misfit(source: Optional[Tensor], tensor: Tensor) -> Optional[str]:
     """Why the checkpoint's tensor (None: absent) cannot replace ``tensor``; None when it can."""
     if source is None:
@@ -330,7 +359,7 @@ def _group_misfit(
         if not torch.equal(source[name].to(target[name].device, target[name].dtype), target[name]):
             return f"{name} differs"
     if group.hash_table:
-        differing = differing_hash_sizes(source_model, model.config)
+        differing = [size for size in differing_hash_sizes(source_model, model.config) if size not in TABLE_ROWS]
         if differing:
             return f"hash grid of other sizes: {', '.join(differing)}"
     return None

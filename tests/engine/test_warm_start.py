@@ -3,6 +3,7 @@ runs count as one scene, and what is reported."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shutil
@@ -16,6 +17,7 @@ from nerfstudio_accel.data.scene_identity import scene_fingerprint
 from nerfstudio_accel.engine.warm_start import checkpoint_of, network_tensor_names, warm_start
 from nerfstudio_accel.errors import CheckpointError
 from nerfstudio_accel.methods import accel_nerfacto
+from nerfstudio_accel.ops._hash_encoding_torch import encode_torch
 
 GRID_TENSORS = ("sampler.warmed_up", "sampler.grid.resolution", "sampler.grid.aabbs", "sampler.grid.occs")
 
@@ -107,6 +109,26 @@ def test_a_hash_table_of_the_same_length_but_another_layout_is_not_carried(tiny_
     printed = console(capsys)
     assert "not carried: field (HashGridField: hash grid of other sizes: max_res)" in printed
     assert "sampler (OccupancySampler: the field it summarises did not load whole)" in printed
+
+
+def test_a_hash_table_of_fewer_rows_a_level_grows_into_this_runs(tiny_scene, tmp_path, capsys):
+    """A 2^10-row run into a 2^12-row one: the table is laid out in the new rows (level 0 goes from hashed to
+    dense, the others stay hashed), so the field reads the same features at points inside the grid, and the grid
+    that summarises it is carried too."""
+    source = train_run(tiny_scene, tmp_path / "source", model={"log2_hashmap_size": 10})
+    capsys.readouterr()
+    trainer = make_trainer(tiny_scene, tmp_path / "run", model={"log2_hashmap_size": 12, "init_from": source})
+    encoding = trainer.pipeline.model.field.position_encoding
+    source_table = torch.load(checkpoint_of(source))["pipeline"]["_model.field.position_encoding.table"]
+    small = dataclasses.replace(encoding.layout, log2_hashmap_size=10)
+    assert not small.level_is_dense(0) and encoding.layout.level_is_dense(0)
+    points = torch.rand(2048, 3, generator=torch.Generator().manual_seed(0)) * 0.5 + 0.25
+    before = encode_torch(points, source_table, small)
+    assert torch.equal(encode_torch(points, encoding.table.detach(), encoding.layout), before)
+    assert bool(trainer.pipeline.model.sampler.warmed_up)
+    printed = console(capsys)
+    assert "carried whole: field (HashGridField), sampler (OccupancySampler)" in printed
+    assert "hash tables grown to this run's rows a level: field.position_encoding.table (2^10 to 2^12)" in printed
 
 
 def test_the_same_folder_by_another_path_and_working_directory_is_the_same_scene(

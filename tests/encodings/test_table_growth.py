@@ -1,0 +1,69 @@
+"""A hash table grown into more rows a level reads, at each point, the features it read before."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+import torch
+
+from nerfstudio_accel.encodings.table_growth import grow_table, smaller_layout
+from nerfstudio_accel.kernels.hash_layout import HashGridLayout
+from nerfstudio_accel.ops._hash_encoding_torch import encode_torch
+
+LARGE = HashGridLayout(num_levels=4, features_per_level=2, log2_hashmap_size=12, base_resolution=4, per_level_scale=2.0)
+"""Levels of 4, 8, 16 and 32 vertices a side: 2^6 rows keep level 0 dense and hash the rest, 2^12 rows keep levels
+0 to 2 dense (levels 1 and 2 go from hashed to dense) and hash level 3."""
+SMALL = dataclasses.replace(LARGE, log2_hashmap_size=6)
+
+
+def table_of(layout: HashGridLayout) -> torch.Tensor:
+    return torch.empty(layout.num_params).uniform_(-1.0, 1.0, generator=torch.Generator().manual_seed(0))
+
+
+def test_the_layouts_have_every_kind_of_level():
+    assert [SMALL.level_is_dense(level) for level in range(4)] == [True, False, False, False]
+    assert [LARGE.level_is_dense(level) for level in range(4)] == [True, True, True, False]
+
+
+def test_points_inside_the_grid_read_the_same_features_after_growing():
+    """Points in [0, 0.8)^3: every corner lies inside each level's grid (the scales are 3, 7, 15 and 31)."""
+    table = table_of(SMALL)
+    grown = grow_table(table, SMALL, LARGE)
+    assert grown.shape == (LARGE.num_params,)
+    points = torch.rand(4096, 3, generator=torch.Generator().manual_seed(1)) * 0.8
+    assert torch.equal(encode_torch(points, grown, LARGE), encode_torch(points, table, SMALL))
+
+
+def test_near_the_upper_faces_only_levels_that_became_dense_can_differ():
+    """Points up to the box's upper faces: the level dense in both and the level hashed in both read the same
+    features; the levels that became dense differ where a corner wraps past the grid."""
+    table = table_of(SMALL)
+    grown = grow_table(table, SMALL, LARGE)
+    points = torch.rand(4096, 3, generator=torch.Generator().manual_seed(2)) * 0.2 + 0.8
+    points[:16] = 1.0
+    before = encode_torch(points, table, SMALL).view(-1, 4, 2)
+    after = encode_torch(points, grown, LARGE).view(-1, 4, 2)
+    assert torch.equal(after[:, [0, 3]], before[:, [0, 3]])
+    assert not torch.equal(after[:, 1:3], before[:, 1:3])
+
+
+def test_growing_into_the_same_layout_keeps_the_table():
+    table = table_of(SMALL)
+    assert torch.equal(grow_table(table, SMALL, SMALL), table)
+
+
+def test_other_layouts_and_lengths_are_refused():
+    table = table_of(SMALL)
+    with pytest.raises(ValueError, match="only more rows a level"):
+        grow_table(table, SMALL, dataclasses.replace(LARGE, base_resolution=8))
+    with pytest.raises(ValueError, match="only more rows a level"):
+        grow_table(table_of(LARGE), LARGE, SMALL)
+    with pytest.raises(ValueError, match="holds"):
+        grow_table(table[:-2], SMALL, LARGE)
+
+
+def test_the_smaller_layout_is_found_from_a_table_length():
+    assert smaller_layout(LARGE, SMALL.num_params) == SMALL
+    assert smaller_layout(LARGE, SMALL.num_params + 2) is None
+    assert smaller_layout(LARGE, LARGE.num_params) is None  # not fewer rows
