@@ -27,7 +27,11 @@ from nerfstudio_accel.ops._hash_encoding_torch import corner_rows
 
 
 def smaller_layout(layout: HashGridLayout, num_params: int) -> Optional[HashGridLayout]:
-    """``layout`` with fewer rows a level whose table holds ``num_params`` entries; None where no size gives that."""
+    """``layout`` with fewer rows a level whose table holds ``num_params`` entries; None where no size gives that
+    or ``layout`` keeps dense levels past its rows (a spatial block's: which levels the source kept dense is not
+    told by its length)."""
+    if layout.log2_dense_limit is not None:
+        return None
     for log2_rows in range(1, layout.log2_hashmap_size):
         smaller = dataclasses.replace(layout, log2_hashmap_size=log2_rows)
         if smaller.num_params == num_params:
@@ -54,8 +58,8 @@ def grow_table(
     for level in range(small.num_levels):
         old = rows[offsets[level] : offsets[level + 1]]
         entries = large.level_entries(level)
-        if small.level_is_dense(level):
-            levels.append(old)
+        if small.level_is_dense(level):  # dense in both; a tiny level may round up to more rows now
+            levels.append(torch.cat([old, old.new_zeros(entries - old.shape[0], features)]))
         elif not large.level_is_dense(level):
             levels.append(old.repeat(entries // old.shape[0], 1))
         else:

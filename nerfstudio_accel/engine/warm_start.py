@@ -64,7 +64,8 @@ levels."""
 
 TABLE_ROWS = frozenset({"log2_hashmap_size", "proposal.log2_hashmap_size"})
 """The :data:`HASH_GRID_SIZES` that only set rows a level: a smaller table of this package's layout grows into a
-larger one (a table of another length is not loaded, one of the same length has every level dense in both)."""
+larger one (:func:`grow_smaller_tables`; a table of another length is not loaded, one of the same length has every
+level dense in both)."""
 
 
 @dataclass(frozen=True)
@@ -334,6 +335,13 @@ def grow_smaller_tables(model: nn.Module, source: Dict[str, Tensor]) -> Dict[str
     return grown
 
 
+def _tables_grow(module: nn.Module) -> bool:
+    """Whether every hash table under ``module`` is of this package's layout without dense levels past its rows:
+    the tables that :func:`grow_smaller_tables` lays out in more rows (others of another size stay refused)."""
+    tables = [inner for inner in module.modules() if isinstance(inner, (MultiresHashEncoding, HashEncoding))]
+    return all(isinstance(table, MultiresHashEncoding) and table.layout.log2_dense_limit is None for table in tables)
+
+
 def _misfit(source: Optional[Tensor], tensor: Tensor) -> Optional[str]:
     """Why the checkpoint's tensor (None: absent) cannot replace ``tensor``; None when it can."""
     if source is None:
@@ -359,7 +367,9 @@ def _group_misfit(
         if not torch.equal(source[name].to(target[name].device, target[name].dtype), target[name]):
             return f"{name} differs"
     if group.hash_table:
-        differing = [size for size in differing_hash_sizes(source_model, model.config) if size not in TABLE_ROWS]
+        differing = differing_hash_sizes(source_model, model.config)
+        if _tables_grow(model.get_submodule(group.module)):
+            differing = [size for size in differing if size not in TABLE_ROWS]
         if differing:
             return f"hash grid of other sizes: {', '.join(differing)}"
     return None

@@ -35,9 +35,15 @@ def test_points_inside_the_grid_read_the_same_features_after_growing():
     assert torch.equal(encode_torch(points, grown, LARGE), encode_torch(points, table, SMALL))
 
 
-def test_near_the_upper_faces_only_levels_that_became_dense_can_differ():
+def corners_past_the_grid(points: torch.Tensor, level: int) -> torch.Tensor:
+    """``(n,)``: whether a point's upper corners at ``level`` lie past the level's last vertex."""
+    upper = torch.floor(points * LARGE.level_scale(level) + 0.5).long() + 1
+    return (upper >= LARGE.level_resolution(level)).any(dim=-1)
+
+
+def test_near_the_upper_faces_only_corners_past_a_level_that_became_dense_read_otherwise():
     """Points up to the box's upper faces: the level dense in both and the level hashed in both read the same
-    features; the levels that became dense differ where a corner wraps past the grid."""
+    features everywhere; the levels that became dense, wherever no corner lies past the grid."""
     table = table_of(SMALL)
     grown = grow_table(table, SMALL, LARGE)
     points = torch.rand(4096, 3, generator=torch.Generator().manual_seed(2)) * 0.2 + 0.8
@@ -45,7 +51,11 @@ def test_near_the_upper_faces_only_levels_that_became_dense_can_differ():
     before = encode_torch(points, table, SMALL).view(-1, 4, 2)
     after = encode_torch(points, grown, LARGE).view(-1, 4, 2)
     assert torch.equal(after[:, [0, 3]], before[:, [0, 3]])
-    assert not torch.equal(after[:, 1:3], before[:, 1:3])
+    for level in (1, 2):
+        past = corners_past_the_grid(points, level)
+        assert 0 < int(past.sum()) < len(points)
+        assert torch.equal(after[~past, level], before[~past, level])
+        assert not torch.equal(after[past, level], before[past, level])
 
 
 def test_growing_into_the_same_layout_keeps_the_table():
@@ -67,3 +77,22 @@ def test_the_smaller_layout_is_found_from_a_table_length():
     assert smaller_layout(LARGE, SMALL.num_params) == SMALL
     assert smaller_layout(LARGE, SMALL.num_params + 2) is None
     assert smaller_layout(LARGE, LARGE.num_params) is None  # not fewer rows
+
+
+def test_a_block_layout_with_dense_levels_past_its_rows_is_not_guessed():
+    """A spatial block keeps one model's dense levels (``log2_dense_limit``): which ones, its length does not tell."""
+    block = dataclasses.replace(LARGE, log2_hashmap_size=10, log2_dense_limit=12)
+    smaller = dataclasses.replace(block, log2_hashmap_size=6, log2_dense_limit=12)
+    assert smaller_layout(block, smaller.num_params) is None
+
+
+def test_a_tiny_dense_level_rounds_up_to_its_new_rows():
+    """One vertex a side fills 8 rows, more than 2^2: the level is dense at 2^2 and 2^4 rows, in 4 then 8 rows."""
+    tiny = HashGridLayout(num_levels=1, features_per_level=2, log2_hashmap_size=2, base_resolution=1)
+    larger = dataclasses.replace(tiny, log2_hashmap_size=4)
+    assert (tiny.level_entries(0), larger.level_entries(0)) == (4, 8)
+    table = table_of(tiny)
+    grown = grow_table(table, tiny, larger)
+    assert grown.shape == (larger.num_params,) and torch.equal(grown[: tiny.num_params], table)
+    points = torch.rand(64, 3, generator=torch.Generator().manual_seed(3))
+    assert torch.equal(encode_torch(points, grown, larger), encode_torch(points, table, tiny))
