@@ -69,4 +69,4 @@ def grow_table(
             grown = old.new_zeros(entries, features)  # rows past the grid: read only by wrapped vertices
             grown[: resolution**3] = old[corner_rows(vertex, small, level)]
             levels.append(grown)
-    return torch.cat(levels).reshape(-1).to(table.dtype)
+    return torch.cat(levels).reshape(-1)
