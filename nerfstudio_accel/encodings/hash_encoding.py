@@ -7,12 +7,14 @@ checks it, :func:`nerfstudio_accel.ops.hash_encoding.hash_encode` runs it); all 
 
 from __future__ import annotations
 
-from typing import Literal
+import dataclasses
+from typing import Iterable, Literal, Optional
 
 import torch
 from jaxtyping import Float
 from torch import Tensor, nn
 
+from nerfstudio_accel.encodings.table_growth import grow_table
 from nerfstudio_accel.errors import CheckpointError
 from nerfstudio_accel.kernels.hash_layout import HashGridLayout
 from nerfstudio_accel.ops import hash_encoding
@@ -33,13 +35,28 @@ class MultiresHashEncoding(nn.Module):
         layout: grid shape; the parameter ``table`` has ``layout.num_params`` entries.
         backend: ``torch``, ``kernel`` or ``tcnn``, resolved
             (:func:`~nerfstudio_accel.ops.backends.resolve_hash_backend`).
+        max_log2_hashmap_size: the rows a level :meth:`grow` may lay the table out in (a power of two); None:
+            ``layout``'s, no growth. Not with ``tcnn`` (its grid's rows are fixed) nor a layout of dense levels past
+            its rows.
     """
 
-    def __init__(self, layout: HashGridLayout, backend: Literal["torch", "kernel", "tcnn"] = "torch") -> None:
+    def __init__(
+        self,
+        layout: HashGridLayout,
+        backend: Literal["torch", "kernel", "tcnn"] = "torch",
+        max_log2_hashmap_size: Optional[int] = None,
+    ) -> None:
         super().__init__()
         if backend not in hash_encoding.BACKENDS:
             raise ValueError(f"hash backend must be resolved to torch, kernel or tcnn, got {backend!r}")
         self.layout = layout
+        self.max_log2_hashmap_size = max_log2_hashmap_size or layout.log2_hashmap_size
+        grows = self.max_log2_hashmap_size != layout.log2_hashmap_size
+        if grows and (backend == "tcnn" or layout.log2_dense_limit is not None or not self.can_grow_to(layout)):
+            raise ValueError(
+                f"a hash table of layout {layout} on the {backend} backend cannot grow to "
+                f"2^{self.max_log2_hashmap_size} rows a level"
+            )
         self.backend = backend
         self.table = nn.Parameter(torch.empty(layout.num_params).uniform_(-INIT_RANGE, INIT_RANGE))
         # tiny-cuda-nn's module stays outside the module tree (one key, ``table``, in every state dict); the op
@@ -49,6 +66,36 @@ class MultiresHashEncoding(nn.Module):
 
     def get_out_dim(self) -> int:
         return self.layout.out_dim
+
+    def can_grow_to(self, layout: HashGridLayout) -> bool:
+        """Whether :meth:`grow` takes ``log2_hashmap_size`` of ``layout`` (at least this table's rows, at most
+        :attr:`max_log2_hashmap_size`)."""
+        return self.layout.log2_hashmap_size <= layout.log2_hashmap_size <= self.max_log2_hashmap_size
+
+    def grow(self, log2_hashmap_size: int, optimizers: Iterable[torch.optim.Optimizer] = ()) -> None:
+        """Lay the table out in ``2**log2_hashmap_size`` rows a level (up to :attr:`max_log2_hashmap_size`), in
+        place: points read what they read (:func:`~nerfstudio_accel.encodings.table_growth.grow_table`), the
+        parameter stays the same object, and its gradient and each of ``optimizers``' per-entry state of it (Adam's
+        moments, ``(num_params,)``) are laid out alike. Same rows: nothing to do."""
+        large = dataclasses.replace(self.layout, log2_hashmap_size=log2_hashmap_size)
+        if large == self.layout:
+            return
+        if not self.can_grow_to(large):
+            raise ValueError(
+                f"this hash table has 2^{self.layout.log2_hashmap_size} rows a level and grows to at most "
+                f"2^{self.max_log2_hashmap_size}, not 2^{log2_hashmap_size}"
+            )
+        small, table = self.layout, self.table
+        entries = table.shape
+        table.data = grow_table(table.data, small, large)
+        if table.grad is not None:
+            table.grad = grow_table(table.grad, small, large)
+        for optimizer in optimizers:
+            state = optimizer.state.get(table, {})
+            for key, value in list(state.items()):
+                if isinstance(value, Tensor) and value.shape == entries:
+                    state[key] = grow_table(value, small, large)
+        self.layout = large
 
     def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs) -> None:  # noqa: ANN001
         old_keys = [key for key in (prefix + "hash_table", prefix + "tcnn_encoding.params") if key in state_dict]

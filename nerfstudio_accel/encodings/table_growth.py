@@ -22,20 +22,20 @@ import torch
 from jaxtyping import Float
 from torch import Tensor
 
-from nerfstudio_accel.kernels.hash_layout import HashGridLayout
+from nerfstudio_accel.kernels.hash_layout import MAX_LOG2_ROWS, HashGridLayout
 from nerfstudio_accel.ops._hash_encoding_torch import corner_rows
 
 
-def smaller_layout(layout: HashGridLayout, num_params: int) -> Optional[HashGridLayout]:
-    """``layout`` with fewer rows a level whose table holds ``num_params`` entries; None where no size gives that
-    or ``layout`` keeps dense levels past its rows (a spatial block's: which levels the source kept dense is not
-    told by its length)."""
+def layout_of_length(layout: HashGridLayout, num_params: int) -> Optional[HashGridLayout]:
+    """``layout`` with the rows a level whose table holds ``num_params`` entries; None where no size gives that or
+    ``layout`` keeps dense levels past its rows (a spatial block's: which levels the source kept dense is not told
+    by its length)."""
     if layout.log2_dense_limit is not None:
         return None
-    for log2_rows in range(1, layout.log2_hashmap_size):
-        smaller = dataclasses.replace(layout, log2_hashmap_size=log2_rows)
-        if smaller.num_params == num_params:
-            return smaller
+    for log2_rows in range(1, MAX_LOG2_ROWS + 1):
+        other = dataclasses.replace(layout, log2_hashmap_size=log2_rows)
+        if other.num_params == num_params:
+            return other
     return None
 
 

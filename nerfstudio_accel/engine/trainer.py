@@ -628,6 +628,7 @@ class AccelTrainer(Trainer):
         state = torch.load(path, map_location="cpu")
         if self.blocks_on_ranks:  # this rank's part of the one-process checkpoint: rank r holds block r
             state["pipeline"] = block_ranks.own_part_of_state(state["pipeline"], distributed.rank())
+        self.pipeline.model.update_to_step(state["step"])  # tensors shaped by the step (a grown hash table) fit
         check_resumable(self.pipeline.model, self.config, Path(path), state["pipeline"])
         if self.blocks_on_ranks:
             for group in self._block_groups():

@@ -37,7 +37,7 @@ from torch import Tensor, nn
 
 from nerfstudio_accel.data.scene_identity import scene_fingerprint
 from nerfstudio_accel.encodings.hash_encoding import MultiresHashEncoding
-from nerfstudio_accel.encodings.table_growth import grow_table, smaller_layout
+from nerfstudio_accel.encodings.table_growth import grow_table, layout_of_length
 from nerfstudio_accel.engine.run_folder import run_config
 from nerfstudio_accel.errors import CheckpointError
 from nerfstudio_accel.pipelines.accel_pipeline import AccelPipelineConfig
@@ -321,17 +321,22 @@ def warm_start(model: nn.Module, init_from: Path, data: Path) -> WarmStartReport
 
 def grow_smaller_tables(model: nn.Module, source: Dict[str, Tensor]) -> Dict[str, Tuple[int, int]]:
     """Replace, in ``source`` (a checkpoint's model tensors), each hash table of ``model``'s layout with fewer rows
-    a level by the table laid out in ``model``'s rows; returns their names with both sizes (as powers of two)."""
+    a level by the table laid out in ``model``'s rows; returns their names with both sizes (as powers of two). A
+    table of ``model`` that grows in training (``max_log2_hashmap_size``) first grows to a larger source's rows."""
     grown = {}
     for path, module in model.named_modules():
         name = f"{path}.table"
         table = source.get(name)
         if not isinstance(module, MultiresHashEncoding) or table is None or table.shape == module.table.shape:
             continue
-        smaller = smaller_layout(module.layout, table.numel())
-        if smaller is not None:
-            source[name] = grow_table(table, smaller, module.layout)
-            grown[name] = (smaller.log2_hashmap_size, module.layout.log2_hashmap_size)
+        saved = layout_of_length(module.layout, table.numel())
+        if saved is None:
+            continue  # a block's table, or a length no rows give: refused as of another shape
+        if module.can_grow_to(saved):
+            module.grow(saved.log2_hashmap_size)
+        if saved.log2_hashmap_size < module.layout.log2_hashmap_size:
+            source[name] = grow_table(table, saved, module.layout)
+            grown[name] = (saved.log2_hashmap_size, module.layout.log2_hashmap_size)
     return grown
 
 

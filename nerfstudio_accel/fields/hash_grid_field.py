@@ -95,6 +95,8 @@ class HashGridField(nn.Module):
         log2_dense_limit: levels with at most ``2**log2_dense_limit`` vertices stay dense above the table's size (a
             block of a split object scene keeps one model's dense levels); see
             :class:`~nerfstudio_accel.kernels.hash_layout.HashGridLayout`.
+        max_log2_hashmap_size: the rows a level the position encoding may grow to in training
+            (:meth:`~nerfstudio_accel.encodings.hash_encoding.MultiresHashEncoding.grow`); None: no growth.
     """
 
     def __init__(
@@ -117,6 +119,7 @@ class HashGridField(nn.Module):
         grid_region: Optional[Float[Tensor, "2 3"]] = None,
         shared_appearance: bool = False,
         log2_dense_limit: Optional[int] = None,
+        max_log2_hashmap_size: Optional[int] = None,
     ) -> None:
         super().__init__()
         self.register_buffer("aabb", aabb.detach().clone().float())
@@ -125,7 +128,7 @@ class HashGridField(nn.Module):
         self.register_buffer("grid_region", None if grid_region is None else grid_region.detach().clone().float())
         self.geo_feat_dim = geo_feat_dim
         layout = self.grid_layout(num_levels, max_res, log2_hashmap_size, log2_dense_limit, min_res, features_per_level)
-        self.position_encoding = MultiresHashEncoding(layout, backend=hash_backend)
+        self.position_encoding = MultiresHashEncoding(layout, hash_backend, max_log2_hashmap_size)
         self.level_weights: Optional[Tensor] = None
         """``(levels * features,)`` weights of the encoding's features (coarse-to-fine training), or None: all 1."""
         self.density_mlp = MLP(

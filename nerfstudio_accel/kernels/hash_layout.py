@@ -28,6 +28,10 @@ HASH_PRIMES = (1, 2654435761, 805459861)
 """Per-axis multipliers of the spatial hash (XOR-combined, uint32 wrap-around)."""
 
 
+MAX_LOG2_ROWS = 30
+"""The most rows a level a table may have, as a power of two (row indices stay within int32)."""
+
+
 @dataclass(frozen=True)
 class HashGridLayout:
     """Shape of a multiresolution hash grid (see the module docstring for the indexing rules)."""
@@ -58,8 +62,8 @@ class HashGridLayout:
     def __post_init__(self) -> None:
         if self.num_levels < 1 or self.features_per_level < 1:
             raise ValueError("a hash grid needs at least one level and one feature per level")
-        if not 1 <= self.log2_hashmap_size <= 30:
-            raise ValueError(f"log2_hashmap_size must be in [1, 30], got {self.log2_hashmap_size}")
+        if not 1 <= self.log2_hashmap_size <= MAX_LOG2_ROWS:
+            raise ValueError(f"log2_hashmap_size must be in [1, {MAX_LOG2_ROWS}], got {self.log2_hashmap_size}")
         if self.log2_dense_limit is not None and not self.log2_hashmap_size <= self.log2_dense_limit <= 30:
             raise ValueError(
                 f"log2_dense_limit must be in [log2_hashmap_size, 30] = [{self.log2_hashmap_size}, 30], "

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Literal, Optional, Tuple, Type, Union
+from typing import Any, Dict, List, Literal, Optional, Sequence, Tuple, Type, Union
 
 import torch
 from jaxtyping import Float, Int
@@ -157,6 +157,11 @@ class AccelNGPModelConfig(AccelModelConfig):
     log2_hashmap_size: Optional[int] = None
     """Entries per hash-grid level, as a power of two; default 19 on CUDA, elsewhere 17 for scenes of at least
     3 M training pixels and 15 below (:func:`default_table_log2`)."""
+    table_growth_step: Optional[int] = None
+    """Train with half of the hash table's rows a level until this step, then lay it out in all of them, every point
+    reading what it read (docs/hash_encoding.md): a smaller table's step is faster on a CPU, the larger table ends
+    ahead. 0: all rows from the start. Default :data:`TABLE_GROWTH_STEP` on a CPU for tables of 2^17 rows or more
+    in one model, 0 elsewhere."""
     hidden_dim: int = 64
     hidden_dim_color: int = 64
     implementation: FieldImplementation = "auto"
@@ -196,6 +201,13 @@ class AccelNGPModelConfig(AccelModelConfig):
                 f"{device_type} (docs/hash_encoding.md; --pipeline.model.log2-hashmap-size to choose)"
             )
         self.implementation = resolve_implementation(self.implementation, device_type)
+        self._resolve_hash_backend(device_type)
+        self._resolve_table_growth(device_type)
+        self.sampler_config().resolve(device_type, contract)
+
+    def _resolve_hash_backend(self, device_type: str) -> None:
+        """``auto``: the fastest backend that runs on ``device_type`` and builds the field's grid; refused where the
+        explicit choice cannot run."""
         if self.hash_backend == "auto":  # an object scene's block may have a table tiny-cuda-nn does not build
             self.hash_backend = resolve_hash_backend(self.hash_backend, device_type, self.field_tcnn_builds())
             logger.info(
@@ -204,7 +216,39 @@ class AccelNGPModelConfig(AccelModelConfig):
                 device_type,
             )
         check_hash_backend(self.hash_backend, device_type)
-        self.sampler_config().resolve(device_type, contract)
+
+    def _resolve_table_growth(self, device_type: str) -> None:
+        """``auto``: :data:`TABLE_GROWTH_STEP` where it was measured ahead (a CPU, a table of 2^17 rows or more,
+        one model), 0 elsewhere; growth where tables cannot grow is refused."""
+        assert self.log2_hashmap_size is not None
+        grows = self.spatial_blocks == 1 and self.hash_backend != "tcnn"
+        if self.table_growth_step is None:
+            large = self.log2_hashmap_size >= LARGE_TABLE_LOG2
+            self.table_growth_step = TABLE_GROWTH_STEP if grows and large and device_type == "cpu" else 0
+            if self.table_growth_step:
+                CONSOLE.print(
+                    f"Hash table: 2^{self.log2_hashmap_size - 1} rows per level until step {self.table_growth_step}, "
+                    f"then 2^{self.log2_hashmap_size} (--pipeline.model.table-growth-step; 0 for all rows at once)"
+                )
+        step = self.table_growth_step
+        if step < 0:
+            raise ConfigError(f"--pipeline.model.table-growth-step {step}: choose a step, or 0 for no growth")
+        if step > 0 and self.log2_hashmap_size < 2:
+            raise ConfigError(
+                f"--pipeline.model.table-growth-step {step}: a table of 2^{self.log2_hashmap_size} rows a level "
+                f"has no half to start from; set it to 0"
+            )
+        if step > 0 and not grows:
+            why = "a spatial block's" if self.spatial_blocks != 1 else "tiny-cuda-nn's"
+            raise ConfigError(
+                f"--pipeline.model.table-growth-step {step}: {why} hash table keeps its rows; set it to 0"
+            )
+
+    def table_log2_at(self, step: int) -> int:
+        """The radiance field's rows a level (a power of two) at training ``step`` (after :meth:`resolve`)."""
+        assert self.log2_hashmap_size is not None, "resolve() first"
+        growing = self.table_growth_step is not None and step < self.table_growth_step
+        return self.log2_hashmap_size - 1 if growing else self.log2_hashmap_size
 
     def check_spatial_blocks(self) -> None:
         """1 to :data:`~nerfstudio_accel.spatial.cells.MAX_BLOCKS` blocks, with a sampler built per cell (the
@@ -283,6 +327,10 @@ class AccelNGPModelConfig(AccelModelConfig):
 
 LARGE_SCENE_PIXELS = 3_000_000
 """Training pixels (all training images, as trained) from which a CPU run's hash table gets 2^17 rows a level."""
+LARGE_TABLE_LOG2 = 17
+"""A CPU run's table rows a level (a power of two) for scenes of :data:`LARGE_SCENE_PIXELS`."""
+TABLE_GROWTH_STEP = 2000
+"""The step at which a CPU run's large table grows from half its rows (docs/hash_encoding.md has the measurement)."""
 
 
 def default_table_log2(device_type: str, scene: SceneFacts) -> int:
@@ -292,7 +340,7 @@ def default_table_log2(device_type: str, scene: SceneFacts) -> int:
     if device_type == "cuda":
         return 19
     large = scene.train_pixels is not None and scene.train_pixels >= LARGE_SCENE_PIXELS
-    return 17 if large else 15
+    return LARGE_TABLE_LOG2 if large else 15
 
 
 BLOCK_SAMPLERS: Dict[str, Type[CellSamplers]] = {"occupancy": BlockSampler, "proposal": BlockProposalSampler}
@@ -320,6 +368,7 @@ class AccelNGPModel(AccelModel):
             region: Optional[Tensor] = None,
             shared_appearance: bool = False,
             log2_dense_limit: Optional[int] = None,
+            max_log2_hashmap_size: Optional[int] = None,
         ) -> HashGridField:
             return HashGridField(
                 aabb=box,
@@ -329,6 +378,7 @@ class AccelNGPModel(AccelModel):
                 max_res=cfg.max_res,
                 log2_hashmap_size=log2_hashmap_size,
                 log2_dense_limit=log2_dense_limit,
+                max_log2_hashmap_size=max_log2_hashmap_size,
                 hidden_dim=cfg.hidden_dim,
                 hidden_dim_color=cfg.hidden_dim_color,
                 implementation=cfg.implementation,
@@ -340,7 +390,9 @@ class AccelNGPModel(AccelModel):
 
         scene = SamplerScene(aabb, contract, cfg.near_plane, cfg.far_plane, device, cfg.implementation, hash_backend)
         if cfg.spatial_blocks == 1:
-            self.field: RadianceField = hash_grid_field(aabb, cfg.log2_hashmap_size)
+            self.field: RadianceField = hash_grid_field(
+                aabb, cfg.table_log2_at(0), max_log2_hashmap_size=cfg.log2_hashmap_size
+            )
             self.sampler = cfg.sampler_config().setup(scene)
         else:  # a field and a sampler per cell, the tables shared out (docs/spatial_blocks.md)
             cells = kd_cells(aabb, cfg.spatial_blocks)
@@ -411,7 +463,11 @@ class AccelNGPModel(AccelModel):
     def get_training_callbacks(
         self, training_callback_attributes: TrainingCallbackAttributes
     ) -> List[TrainingCallback]:
+        optimizers = training_callback_attributes.optimizers
+        optimizer_list = list(optimizers.optimizers.values()) if optimizers is not None else []
+
         def update_sampler(step: int) -> None:
+            self.grow_table_to_step(step, optimizer_list)
             self.update_to_step(step)
             self.sampler.update(step, self.field.density)
 
@@ -422,7 +478,9 @@ class AccelNGPModel(AccelModel):
         ]
 
     def update_to_step(self, step: int) -> None:
-        """The coarse-to-fine level weights of ``step`` (each training step, and when a checkpoint loads)."""
+        """The hash table's rows and the coarse-to-fine level weights of ``step`` (each training step, and when a
+        checkpoint loads: before its tensors, so they fit)."""
+        self.grow_table_to_step(step)
         layout = self.field.position_encoding.layout
         cfg = self.config
         weights = level_weights(
@@ -433,6 +491,22 @@ class AccelNGPModel(AccelModel):
             cfg.coarse_to_fine_steps,
         )
         self.field.level_weights = None if weights is None else weights.to(self.field.aabb.device)
+
+    def grow_table_to_step(self, step: int, optimizers: Sequence[torch.optim.Optimizer] = ()) -> None:
+        """Grow the radiance field's hash table to its rows at ``step``
+        (:meth:`AccelNGPModelConfig.table_log2_at`), the gradient and ``optimizers``' state of it alike; a table
+        already that large, or larger (a warm start from a grown run), is left alone."""
+        if isinstance(self.field, BlockFields):
+            return  # a block's table keeps its rows (the config refuses growth with blocks)
+        encoding = self.field.position_encoding
+        rows = self.config.table_log2_at(step)
+        if rows <= encoding.layout.log2_hashmap_size:
+            return
+        encoding.grow(rows, optimizers)
+        if optimizers and distributed.rank() == 0:  # in training, not when a checkpoint loads
+            CONSOLE.print(
+                f"Step {step}: hash table grown to 2^{rows} rows per level (--pipeline.model.table-growth-step)"
+            )
 
     # --- the three seams -------------------------------------------------------------------------
 

@@ -7,7 +7,7 @@ import dataclasses
 import pytest
 import torch
 
-from nerfstudio_accel.encodings.table_growth import grow_table, smaller_layout
+from nerfstudio_accel.encodings.table_growth import grow_table, layout_of_length
 from nerfstudio_accel.kernels.hash_layout import HashGridLayout
 from nerfstudio_accel.ops._hash_encoding_torch import encode_torch
 
@@ -73,17 +73,17 @@ def test_other_layouts_and_lengths_are_refused():
         grow_table(table[:-2], SMALL, LARGE)
 
 
-def test_the_smaller_layout_is_found_from_a_table_length():
-    assert smaller_layout(LARGE, SMALL.num_params) == SMALL
-    assert smaller_layout(LARGE, SMALL.num_params + 2) is None
-    assert smaller_layout(LARGE, LARGE.num_params) is None  # not fewer rows
+def test_the_layout_is_found_from_a_table_length():
+    assert layout_of_length(LARGE, SMALL.num_params) == SMALL
+    assert layout_of_length(SMALL, LARGE.num_params) == LARGE
+    assert layout_of_length(LARGE, SMALL.num_params + 2) is None
 
 
 def test_a_block_layout_with_dense_levels_past_its_rows_is_not_guessed():
     """A spatial block keeps one model's dense levels (``log2_dense_limit``): which ones, its length does not tell."""
     block = dataclasses.replace(LARGE, log2_hashmap_size=10, log2_dense_limit=12)
     smaller = dataclasses.replace(block, log2_hashmap_size=6, log2_dense_limit=12)
-    assert smaller_layout(block, smaller.num_params) is None
+    assert layout_of_length(block, smaller.num_params) is None
 
 
 def test_a_tiny_dense_level_rounds_up_to_its_new_rows():

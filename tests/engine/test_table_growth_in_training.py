@@ -1,0 +1,92 @@
+"""--pipeline.model.table-growth-step: a run trains with half its hash table's rows a level, grows the table at the
+step, and every checkpoint, saved before the growth or after, opens through nerfstudio's set-up and resumes."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from nerfstudio.utils.eval_utils import eval_setup
+
+from accel_test_helpers import make_trainer, run_steps, train_run
+from nerfstudio_accel.errors import ConfigError
+from nerfstudio_accel.models.accel_ngp import AccelNGPModelConfig
+
+GROWING = {"log2_hashmap_size": 12, "table_growth_step": 3}
+
+
+def rows(model) -> int:
+    return model.field.position_encoding.layout.log2_hashmap_size
+
+
+def test_a_run_grows_its_table_at_the_step_with_adams_moments(tiny_scene, tmp_path, capsys):
+    trainer = make_trainer(tiny_scene, tmp_path, model=GROWING)
+    model = trainer.pipeline.model
+    table = model.field.position_encoding.table
+    optimizer = trainer.optimizers.optimizers["fields"]
+    run_steps(trainer, 0, 3)
+    assert rows(model) == 11 and optimizer.state[table]["exp_avg"].numel() == table.numel()
+    run_steps(trainer, 3, 2)
+    assert rows(model) == 12 and model.field.position_encoding.table is table
+    assert table.numel() == model.field.position_encoding.layout.num_params
+    assert optimizer.state[table]["exp_avg"].shape == table.shape
+    assert "Step 3: hash table grown to 2^12 rows per level" in " ".join(capsys.readouterr().out.split())
+
+
+def test_checkpoints_before_and_after_the_growth_open_in_eval_setup_and_resume(tiny_scene, tmp_path):
+    early = train_run(tiny_scene, tmp_path / "early", steps=2, model=GROWING)
+    _, pipeline, _, step = eval_setup(early.base_dir / "config.yml", test_mode="test")
+    assert step == 1 and rows(pipeline.model) == 11
+    assert torch.equal(pipeline.model.field.position_encoding.table, early.pipeline.model.field.position_encoding.table)
+
+    resumed = train_run(
+        tiny_scene, tmp_path / "resumed", steps=5, model=GROWING, load_dir=early.checkpoint_dir
+    )  # resumes at step 2 at 2^11 rows, grows at 3
+    assert rows(resumed.pipeline.model) == 12
+    _, pipeline, _, step = eval_setup(resumed.base_dir / "config.yml", test_mode="test")
+    assert step == 4 and rows(pipeline.model) == 12
+    assert torch.equal(
+        pipeline.model.field.position_encoding.table, resumed.pipeline.model.field.position_encoding.table
+    )
+
+    again = make_trainer(tiny_scene, tmp_path / "again", model=GROWING, load_dir=resumed.checkpoint_dir)
+    assert again._start_step == 5 and rows(again.pipeline.model) == 12
+
+
+def test_a_warm_start_from_a_grown_run_starts_at_its_rows(tiny_scene, tmp_path, capsys):
+    source = train_run(tiny_scene, tmp_path / "source", steps=4, model=GROWING)
+    capsys.readouterr()
+    trainer = make_trainer(tiny_scene, tmp_path / "run", model={**GROWING, "init_from": source.base_dir})
+    encoding = trainer.pipeline.model.field.position_encoding
+    assert encoding.layout.log2_hashmap_size == 12
+    assert torch.equal(encoding.table, source.pipeline.model.field.position_encoding.table)
+    assert "carried whole: field (HashGridField), sampler (OccupancySampler)" in " ".join(
+        capsys.readouterr().out.split()
+    )
+    run_steps(trainer, 0, 4)  # the growth step finds the table grown already
+    assert encoding.layout.log2_hashmap_size == 12
+
+
+def test_growth_is_auto_on_a_cpu_for_large_tables_of_one_model_only(tiny_scene, tmp_path):
+    large = make_trainer(tiny_scene, tmp_path / "large", model={"log2_hashmap_size": 17})
+    assert large.config.pipeline.model.table_growth_step == 2000 and rows(large.pipeline.model) == 16
+    small = make_trainer(tiny_scene, tmp_path / "small", setup=False)
+    assert small.config.pipeline.model.table_growth_step == 0 and small.config.pipeline.model.log2_hashmap_size == 15
+
+
+@pytest.mark.parametrize(
+    "model, pipeline, message",
+    [
+        ({"table_growth_step": -1}, {}, "table-growth-step -1: choose a step, or 0 for no growth"),
+        ({"table_growth_step": 3, "log2_hashmap_size": 1}, {}, "has no half to start from; set it to 0"),
+        ({"table_growth_step": 3}, {"spatial_blocks": 2}, "a spatial block's hash table keeps its rows; set it to 0"),
+    ],
+)
+def test_growth_that_cannot_run_is_refused_in_one_line(tiny_scene, tmp_path, model, pipeline, message):
+    with pytest.raises(ConfigError, match=message):
+        make_trainer(tiny_scene, tmp_path, setup=False, model=model, pipeline=pipeline)
+
+
+def test_a_config_written_before_growth_existed_grows_nothing():
+    config = AccelNGPModelConfig(log2_hashmap_size=17)
+    assert config.table_growth_step is None  # what an old config.yml opens with
+    assert config.table_log2_at(0) == 17
