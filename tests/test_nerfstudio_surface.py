@@ -34,6 +34,8 @@ RUNS = {
             "True",
             "--pipeline.model.occupancy.culling-first-samples",
             "8",
+            "--pipeline.model.table-growth-step",
+            "3",
         ],
     ),
     "accel-nerfacto": ("accel-nerfacto", []),

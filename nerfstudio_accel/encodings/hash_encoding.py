@@ -8,13 +8,13 @@ checks it, :func:`nerfstudio_accel.ops.hash_encoding.hash_encode` runs it); all 
 from __future__ import annotations
 
 import dataclasses
-from typing import Iterable, Literal, Optional
+from typing import Dict, Iterable, Literal, Optional
 
 import torch
 from jaxtyping import Float
 from torch import Tensor, nn
 
-from nerfstudio_accel.encodings.table_growth import grow_table
+from nerfstudio_accel.encodings.table_growth import grow_table, layout_of_length
 from nerfstudio_accel.errors import CheckpointError
 from nerfstudio_accel.kernels.hash_layout import HashGridLayout
 from nerfstudio_accel.ops import hash_encoding
@@ -72,6 +72,13 @@ class MultiresHashEncoding(nn.Module):
         :attr:`max_log2_hashmap_size`)."""
         return self.layout.log2_hashmap_size <= layout.log2_hashmap_size <= self.max_log2_hashmap_size
 
+    def grow_to_fit(self, saved: Tensor) -> None:
+        """Grow (:meth:`grow`) to the rows of ``saved``, a table of this layout with more rows a level that this
+        one may grow to (a checkpoint saved after the growth); otherwise nothing."""
+        layout = layout_of_length(self.layout, saved.numel())
+        if layout is not None and self.can_grow_to(layout):
+            self.grow(layout.log2_hashmap_size)
+
     def grow(self, log2_hashmap_size: int, optimizers: Iterable[torch.optim.Optimizer] = ()) -> None:
         """Lay the table out in ``2**log2_hashmap_size`` rows a level (up to :attr:`max_log2_hashmap_size`), in
         place: points read what they read (:func:`~nerfstudio_accel.encodings.table_growth.grow_table`), the
@@ -106,6 +113,8 @@ class MultiresHashEncoding(nn.Module):
             )
         saved = state_dict.get(prefix + "table")
         if saved is not None and saved.shape != self.table.shape:
+            self.grow_to_fit(saved)
+        if saved is not None and saved.shape != self.table.shape:
             raise CheckpointError(
                 f"this checkpoint's hash table ({prefix}table) holds {saved.numel()} values where this model's grid "
                 f"holds {self.table.numel()}: it was trained with another grid shape (or is a split object scene "
@@ -128,3 +137,12 @@ class MultiresHashEncoding(nn.Module):
 
     def forward(self, points: Float[Tensor, "n 3"]) -> Float[Tensor, "n out"]:
         return hash_encoding.hash_encode(points, self.table, self.layout, self.backend, tcnn_grid=self._tcnn_grid)
+
+
+def grow_to_fit_checkpoint(model: nn.Module, tensors: Dict[str, Tensor]) -> None:
+    """Grow each hash encoding of ``model`` to the rows of its table in ``tensors`` (a checkpoint's, by the model's
+    tensor names) where it may (:meth:`MultiresHashEncoding.grow_to_fit`), so the checkpoint's tensors fit."""
+    for path, module in model.named_modules():
+        saved = tensors.get(f"{path}.table")
+        if isinstance(module, MultiresHashEncoding) and saved is not None:
+            module.grow_to_fit(saved)

@@ -54,8 +54,9 @@ from nerfstudio.utils.rich_utils import CONSOLE
 
 from nerfstudio_accel import distributed
 from nerfstudio_accel.data.prefetching_datamanager import AccelDataManagerConfig
+from nerfstudio_accel.encodings.hash_encoding import grow_to_fit_checkpoint
 from nerfstudio_accel.engine.event_writers import release_event_writers
-from nerfstudio_accel.engine.resume_checks import check_resumable
+from nerfstudio_accel.engine.resume_checks import check_resumable, model_tensors
 from nerfstudio_accel.engine.warm_start import warm_start
 from nerfstudio_accel.errors import AccelError, CheckpointError, ConfigError, exit_message
 from nerfstudio_accel.pipelines.accel_pipeline import AccelPipeline, AccelPipelineConfig
@@ -628,7 +629,7 @@ class AccelTrainer(Trainer):
         state = torch.load(path, map_location="cpu")
         if self.blocks_on_ranks:  # this rank's part of the one-process checkpoint: rank r holds block r
             state["pipeline"] = block_ranks.own_part_of_state(state["pipeline"], distributed.rank())
-        self.pipeline.model.update_to_step(state["step"])  # tensors shaped by the step (a grown hash table) fit
+        grow_to_fit_checkpoint(self.pipeline.model, model_tensors(state["pipeline"]))  # a table grown in training
         check_resumable(self.pipeline.model, self.config, Path(path), state["pipeline"])
         if self.blocks_on_ranks:
             for group in self._block_groups():

@@ -40,6 +40,7 @@ from nerfstudio_accel.encodings.hash_encoding import MultiresHashEncoding
 from nerfstudio_accel.encodings.table_growth import grow_table, layout_of_length
 from nerfstudio_accel.engine.run_folder import run_config
 from nerfstudio_accel.errors import CheckpointError
+from nerfstudio_accel.kernels.hash_layout import HashGridLayout
 from nerfstudio_accel.pipelines.accel_pipeline import AccelPipelineConfig
 
 CHECKPOINT_FOLDER = "nerfstudio_models"
@@ -286,6 +287,8 @@ def warm_start(model: nn.Module, init_from: Path, data: Path) -> WarmStartReport
     report = WarmStartReport(checkpoint, int(state.get("step", 0)), scene_match(run, data))
     report.grown = grow_smaller_tables(model, source)
     target = model.state_dict()
+    growing = larger_tables_to_grow_into(model, source)
+    target.update({name: source[name] for name in growing})  # they fit once grown, should they load
     misfits = {name: _misfit(source.get(name), tensor) for name, tensor in target.items()}
     networks = network_tensor_names(model)
     groups = tensor_groups(model)
@@ -315,29 +318,53 @@ def warm_start(model: nn.Module, init_from: Path, data: Path) -> WarmStartReport
             f"network sizes; {report.scene_phrase()}), so it would start cold; train without "
             f"--pipeline.model.init-from, or from a run of this method with the sizes in its config.yml"
         )
+    for name, (encoding, log2_rows) in growing.items():
+        if name in report.loaded:
+            encoding.grow(log2_rows)
     model.load_state_dict({name: source[name] for name in report.loaded}, strict=False)
     return report
 
 
 def grow_smaller_tables(model: nn.Module, source: Dict[str, Tensor]) -> Dict[str, Tuple[int, int]]:
     """Replace, in ``source`` (a checkpoint's model tensors), each hash table of ``model``'s layout with fewer rows
-    a level by the table laid out in ``model``'s rows; returns their names with both sizes (as powers of two). A
-    table of ``model`` that grows in training (``max_log2_hashmap_size``) first grows to a larger source's rows."""
+    a level by the table laid out in ``model``'s rows; returns their names with both sizes (as powers of two)."""
     grown = {}
+    for name, (module, saved) in _saved_layouts(model, source).items():
+        if saved.log2_hashmap_size < module.layout.log2_hashmap_size:
+            source[name] = grow_table(source[name], saved, module.layout)
+            grown[name] = (saved.log2_hashmap_size, module.layout.log2_hashmap_size)
+    return grown
+
+
+def larger_tables_to_grow_into(
+    model: nn.Module, source: Dict[str, Tensor]
+) -> Dict[str, Tuple[MultiresHashEncoding, int]]:
+    """The hash tables of ``source`` with more rows a level than ``model``'s that its encodings grow to in training
+    (``max_log2_hashmap_size``, a run of ``--pipeline.model.table-growth-step``), by name: the encoding and the rows
+    (a power of two) to grow it to before the table loads."""
+    return {
+        name: (module, saved.log2_hashmap_size)
+        for name, (module, saved) in _saved_layouts(model, source).items()
+        if saved.log2_hashmap_size > module.layout.log2_hashmap_size and module.can_grow_to(saved)
+    }
+
+
+def _saved_layouts(
+    model: nn.Module, source: Dict[str, Tensor]
+) -> Dict[str, Tuple[MultiresHashEncoding, HashGridLayout]]:
+    """``model``'s hash encodings whose table in ``source`` has another length that a layout of other rows a level
+    gives, by table name, with that layout (a block's table, or a length no rows give, is refused later as of another
+    shape)."""
+    layouts = {}
     for path, module in model.named_modules():
         name = f"{path}.table"
         table = source.get(name)
         if not isinstance(module, MultiresHashEncoding) or table is None or table.shape == module.table.shape:
             continue
         saved = layout_of_length(module.layout, table.numel())
-        if saved is None:
-            continue  # a block's table, or a length no rows give: refused as of another shape
-        if module.can_grow_to(saved):
-            module.grow(saved.log2_hashmap_size)
-        if saved.log2_hashmap_size < module.layout.log2_hashmap_size:
-            source[name] = grow_table(table, saved, module.layout)
-            grown[name] = (saved.log2_hashmap_size, module.layout.log2_hashmap_size)
-    return grown
+        if saved is not None:
+            layouts[name] = (module, saved)
+    return layouts
 
 
 def _tables_grow(module: nn.Module) -> bool:

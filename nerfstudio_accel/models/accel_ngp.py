@@ -157,11 +157,10 @@ class AccelNGPModelConfig(AccelModelConfig):
     log2_hashmap_size: Optional[int] = None
     """Entries per hash-grid level, as a power of two; default 19 on CUDA, elsewhere 17 for scenes of at least
     3 M training pixels and 15 below (:func:`default_table_log2`)."""
-    table_growth_step: Optional[int] = None
-    """Train with half of the hash table's rows a level until this step, then lay it out in all of them, every point
-    reading what it read (docs/hash_encoding.md): a smaller table's step is faster on a CPU, the larger table ends
-    ahead. 0: all rows from the start. Default :data:`TABLE_GROWTH_STEP` on a CPU for tables of 2^17 rows or more
-    in one model, 0 elsewhere."""
+    table_growth_step: int = 0
+    """Train with half of the hash table's rows a level until this step, then lay the table out in all of them in
+    place, every point reading what it read (docs/hash_encoding.md#growing-the-table-in-training); 0: all rows from
+    the start (it tied with growth at step 2000 at equal time on lego 400x400, CPU)."""
     hidden_dim: int = 64
     hidden_dim_color: int = 64
     implementation: FieldImplementation = "auto"
@@ -202,7 +201,7 @@ class AccelNGPModelConfig(AccelModelConfig):
             )
         self.implementation = resolve_implementation(self.implementation, device_type)
         self._resolve_hash_backend(device_type)
-        self._resolve_table_growth(device_type)
+        self._check_table_growth()
         self.sampler_config().resolve(device_type, contract)
 
     def _resolve_hash_backend(self, device_type: str) -> None:
@@ -217,19 +216,10 @@ class AccelNGPModelConfig(AccelModelConfig):
             )
         check_hash_backend(self.hash_backend, device_type)
 
-    def _resolve_table_growth(self, device_type: str) -> None:
-        """``auto``: :data:`TABLE_GROWTH_STEP` where it was measured ahead (a CPU, a table of 2^17 rows or more,
-        one model), 0 elsewhere; growth where tables cannot grow is refused."""
+    def _check_table_growth(self) -> None:
+        """Refuse growth where the table cannot grow (a negative step, a table of 2 rows a level, spatial blocks,
+        tiny-cuda-nn)."""
         assert self.log2_hashmap_size is not None
-        grows = self.spatial_blocks == 1 and self.hash_backend != "tcnn"
-        if self.table_growth_step is None:
-            large = self.log2_hashmap_size >= LARGE_TABLE_LOG2
-            self.table_growth_step = TABLE_GROWTH_STEP if grows and large and device_type == "cpu" else 0
-            if self.table_growth_step:
-                CONSOLE.print(
-                    f"Hash table: 2^{self.log2_hashmap_size - 1} rows per level until step {self.table_growth_step}, "
-                    f"then 2^{self.log2_hashmap_size} (--pipeline.model.table-growth-step; 0 for all rows at once)"
-                )
         step = self.table_growth_step
         if step < 0:
             raise ConfigError(f"--pipeline.model.table-growth-step {step}: choose a step, or 0 for no growth")
@@ -238,17 +228,20 @@ class AccelNGPModelConfig(AccelModelConfig):
                 f"--pipeline.model.table-growth-step {step}: a table of 2^{self.log2_hashmap_size} rows a level "
                 f"has no half to start from; set it to 0"
             )
-        if step > 0 and not grows:
-            why = "a spatial block's" if self.spatial_blocks != 1 else "tiny-cuda-nn's"
+        if step > 0 and self.spatial_blocks != 1:
             raise ConfigError(
-                f"--pipeline.model.table-growth-step {step}: {why} hash table keeps its rows; set it to 0"
+                f"--pipeline.model.table-growth-step {step}: a spatial block's hash table keeps its rows; set it to 0"
+            )
+        if step > 0 and self.hash_backend == "tcnn":
+            raise ConfigError(
+                f"--pipeline.model.table-growth-step {step}: tiny-cuda-nn's hash table keeps its rows; use "
+                f"--pipeline.model.hash-backend auto (or kernel), or set the step to 0"
             )
 
     def table_log2_at(self, step: int) -> int:
         """The radiance field's rows a level (a power of two) at training ``step`` (after :meth:`resolve`)."""
         assert self.log2_hashmap_size is not None, "resolve() first"
-        growing = self.table_growth_step is not None and step < self.table_growth_step
-        return self.log2_hashmap_size - 1 if growing else self.log2_hashmap_size
+        return self.log2_hashmap_size - 1 if step < self.table_growth_step else self.log2_hashmap_size
 
     def check_spatial_blocks(self) -> None:
         """1 to :data:`~nerfstudio_accel.spatial.cells.MAX_BLOCKS` blocks, with a sampler built per cell (the
@@ -278,10 +271,12 @@ class AccelNGPModelConfig(AccelModelConfig):
             )
 
     def field_tcnn_builds(self) -> bool:
-        """Whether tiny-cuda-nn builds the radiance field's hash grid: one model's and a capture's blocks' always; an
-        object scene's blocks keep one model's dense levels (docs/spatial_blocks.md), which tiny-cuda-nn holds only
-        where none is larger than a block's table (not with the CPU's 2^15 or 2^17 rows; with CUDA's 2^19 for 2 or 3
-        blocks)."""
+        """Whether tiny-cuda-nn builds the radiance field's hash grid: not one that grows in training; one model's and
+        a capture's blocks' always; an object scene's blocks keep one model's dense levels (docs/spatial_blocks.md),
+        which tiny-cuda-nn holds only where none is larger than a block's table (not with the CPU's 2^15 or 2^17 rows;
+        with CUDA's 2^19 for 2 or 3 blocks)."""
+        if self.table_growth_step > 0:
+            return False  # its rows change in training
         if not 1 < self.spatial_blocks <= MAX_BLOCKS or self.scene_contraction == "on":
             return True  # a count out of range is refused by check_spatial_blocks
         assert self.log2_hashmap_size is not None, "resolve() first"
@@ -327,10 +322,6 @@ class AccelNGPModelConfig(AccelModelConfig):
 
 LARGE_SCENE_PIXELS = 3_000_000
 """Training pixels (all training images, as trained) from which a CPU run's hash table gets 2^17 rows a level."""
-LARGE_TABLE_LOG2 = 17
-"""A CPU run's table rows a level (a power of two) for scenes of :data:`LARGE_SCENE_PIXELS`."""
-TABLE_GROWTH_STEP = 2000
-"""The step at which a CPU run's large table grows from half its rows (docs/hash_encoding.md has the measurement)."""
 
 
 def default_table_log2(device_type: str, scene: SceneFacts) -> int:
@@ -340,7 +331,7 @@ def default_table_log2(device_type: str, scene: SceneFacts) -> int:
     if device_type == "cuda":
         return 19
     large = scene.train_pixels is not None and scene.train_pixels >= LARGE_SCENE_PIXELS
-    return LARGE_TABLE_LOG2 if large else 15
+    return 17 if large else 15
 
 
 BLOCK_SAMPLERS: Dict[str, Type[CellSamplers]] = {"occupancy": BlockSampler, "proposal": BlockProposalSampler}
@@ -478,9 +469,7 @@ class AccelNGPModel(AccelModel):
         ]
 
     def update_to_step(self, step: int) -> None:
-        """The hash table's rows and the coarse-to-fine level weights of ``step`` (each training step, and when a
-        checkpoint loads: before its tensors, so they fit)."""
-        self.grow_table_to_step(step)
+        """The coarse-to-fine level weights of ``step`` (each training step, and when a checkpoint loads)."""
         layout = self.field.position_encoding.layout
         cfg = self.config
         weights = level_weights(
@@ -492,10 +481,10 @@ class AccelNGPModel(AccelModel):
         )
         self.field.level_weights = None if weights is None else weights.to(self.field.aabb.device)
 
-    def grow_table_to_step(self, step: int, optimizers: Sequence[torch.optim.Optimizer] = ()) -> None:
-        """Grow the radiance field's hash table to its rows at ``step``
+    def grow_table_to_step(self, step: int, optimizers: Sequence[torch.optim.Optimizer]) -> None:
+        """In training, grow the radiance field's hash table to its rows at ``step``
         (:meth:`AccelNGPModelConfig.table_log2_at`), the gradient and ``optimizers``' state of it alike; a table
-        already that large, or larger (a warm start from a grown run), is left alone."""
+        already that large (a checkpoint or a warm start of a grown run loaded) is left alone."""
         if isinstance(self.field, BlockFields):
             return  # a block's table keeps its rows (the config refuses growth with blocks)
         encoding = self.field.position_encoding
@@ -503,7 +492,7 @@ class AccelNGPModel(AccelModel):
         if rows <= encoding.layout.log2_hashmap_size:
             return
         encoding.grow(rows, optimizers)
-        if optimizers and distributed.rank() == 0:  # in training, not when a checkpoint loads
+        if distributed.rank() == 0:
             CONSOLE.print(
                 f"Step {step}: hash table grown to 2^{rows} rows per level (--pipeline.model.table-growth-step)"
             )

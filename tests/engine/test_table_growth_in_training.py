@@ -3,6 +3,9 @@ step, and every checkpoint, saved before the growth or after, opens through nerf
 
 from __future__ import annotations
 
+import json
+import shutil
+
 import pytest
 import torch
 from nerfstudio.utils.eval_utils import eval_setup
@@ -52,25 +55,51 @@ def test_checkpoints_before_and_after_the_growth_open_in_eval_setup_and_resume(t
     assert again._start_step == 5 and rows(again.pipeline.model) == 12
 
 
-def test_a_warm_start_from_a_grown_run_starts_at_its_rows(tiny_scene, tmp_path, capsys):
-    source = train_run(tiny_scene, tmp_path / "source", steps=4, model=GROWING)
+@pytest.fixture(scope="module")
+def grown_run(tiny_scene, tmp_path_factory):
+    """A run trained past its growth step (2^12 rows a level from step 3)."""
+    return train_run(tiny_scene, tmp_path_factory.mktemp("grown"), steps=4, model=GROWING)
+
+
+def test_a_warm_start_from_a_grown_run_starts_at_its_rows_and_its_checkpoints_open(
+    tiny_scene, grown_run, tmp_path, capsys
+):
+    """The table loads at the source's rows before the run's growth step; a checkpoint saved then holds 2^12 rows a
+    level, which eval_setup and a resume open (the rows follow the saved table, not the step)."""
     capsys.readouterr()
-    trainer = make_trainer(tiny_scene, tmp_path / "run", model={**GROWING, "init_from": source.base_dir})
+    trainer = make_trainer(tiny_scene, tmp_path / "run", model={**GROWING, "init_from": grown_run.base_dir})
     encoding = trainer.pipeline.model.field.position_encoding
     assert encoding.layout.log2_hashmap_size == 12
-    assert torch.equal(encoding.table, source.pipeline.model.field.position_encoding.table)
+    assert torch.equal(encoding.table, grown_run.pipeline.model.field.position_encoding.table)
     assert "carried whole: field (HashGridField), sampler (OccupancySampler)" in " ".join(
         capsys.readouterr().out.split()
     )
-    run_steps(trainer, 0, 4)  # the growth step finds the table grown already
-    assert encoding.layout.log2_hashmap_size == 12
+    run_steps(trainer, 0, 2)
+    trainer.config.save_config()
+    trainer.save_checkpoint(1)
+    _, pipeline, _, step = eval_setup(trainer.base_dir / "config.yml", test_mode="test")
+    assert step == 1 and rows(pipeline.model) == 12
+    assert torch.equal(pipeline.model.field.position_encoding.table, encoding.table)
+    resumed = make_trainer(tiny_scene, tmp_path / "resumed", model=GROWING, load_dir=trainer.checkpoint_dir)
+    assert resumed._start_step == 2 and rows(resumed.pipeline.model) == 12
+    run_steps(resumed, 2, 2)  # the growth step finds the table grown already
+    assert rows(resumed.pipeline.model) == 12
 
 
-def test_growth_is_auto_on_a_cpu_for_large_tables_of_one_model_only(tiny_scene, tmp_path):
-    large = make_trainer(tiny_scene, tmp_path / "large", model={"log2_hashmap_size": 17})
-    assert large.config.pipeline.model.table_growth_step == 2000 and rows(large.pipeline.model) == 16
-    small = make_trainer(tiny_scene, tmp_path / "small", setup=False)
-    assert small.config.pipeline.model.table_growth_step == 0 and small.config.pipeline.model.log2_hashmap_size == 15
+def test_a_warm_start_from_another_scene_leaves_the_table_at_half_its_rows(tiny_scene, grown_run, tmp_path):
+    """Another scene carries the networks only: the table is not loaded, so it is not grown either."""
+    other = tmp_path / "other"
+    shutil.copytree(tiny_scene, other)
+    transforms = json.loads((other / "transforms_train.json").read_text())
+    transforms["camera_angle_x"] *= 1.1
+    (other / "transforms_train.json").write_text(json.dumps(transforms))
+    trainer = make_trainer(other, tmp_path / "run", model={**GROWING, "init_from": grown_run.base_dir})
+    assert rows(trainer.pipeline.model) == 11
+
+
+def test_by_default_a_run_has_all_its_rows_from_the_start(tiny_scene, tmp_path):
+    trainer = make_trainer(tiny_scene, tmp_path, model={"log2_hashmap_size": 12})
+    assert trainer.config.pipeline.model.table_growth_step == 0 and rows(trainer.pipeline.model) == 12
 
 
 @pytest.mark.parametrize(
@@ -86,7 +115,18 @@ def test_growth_that_cannot_run_is_refused_in_one_line(tiny_scene, tmp_path, mod
         make_trainer(tiny_scene, tmp_path, setup=False, model=model, pipeline=pipeline)
 
 
+def test_a_growing_table_keeps_auto_off_tiny_cuda_nn_and_refuses_it_explicitly():
+    """tiny-cuda-nn's grid has fixed rows: ``auto`` skips it for a growing table (on CUDA it would pick it), and an
+    explicit choice is refused with the flag to use instead."""
+    config = AccelNGPModelConfig(log2_hashmap_size=12, table_growth_step=3, hash_backend="tcnn")
+    assert not config.field_tcnn_builds()
+    assert AccelNGPModelConfig(log2_hashmap_size=12).field_tcnn_builds()
+    with pytest.raises(ConfigError, match="use --pipeline.model.hash-backend auto"):
+        config._check_table_growth()
+
+
 def test_a_config_written_before_growth_existed_grows_nothing():
+    """An older config.yml has no ``table_growth_step``: it opens with the class's default, 0."""
     config = AccelNGPModelConfig(log2_hashmap_size=17)
-    assert config.table_growth_step is None  # what an old config.yml opens with
-    assert config.table_log2_at(0) == 17
+    del config.__dict__["table_growth_step"]
+    assert config.table_growth_step == 0 and config.table_log2_at(0) == 17
