@@ -217,7 +217,7 @@ class AccelNGPModelConfig(AccelModelConfig):
         check_hash_backend(self.hash_backend, device_type)
 
     def _check_table_growth(self) -> None:
-        """Refuse growth where the table cannot grow (a negative step, a table of 2 rows a level, spatial blocks,
+        """Refuse growth where the table cannot grow (a negative step, a table of 2^1 rows a level, spatial blocks,
         tiny-cuda-nn)."""
         assert self.log2_hashmap_size is not None
         step = self.table_growth_step
