@@ -209,3 +209,16 @@ def test_fp16_ranks_take_the_same_scaler_path_when_one_rank_has_no_graph(tiny_sc
     )  # a step with gradients on every rank grows it
     for name, value in rank0["final_state"].items():
         assert torch.equal(value, rank1["final_state"][name]), name
+
+
+def test_ranks_grow_their_tables_at_the_same_step_and_stay_bit_identical(tiny_scene, tmp_path):
+    """``--pipeline.model.table-growth-step 3`` on 2 ranks: both lay their tables out from 2^13 to 2^14 rows a level at
+    step 3 (the gradient's all-reduce follows the new size) and hold bit-identical parameters after five steps."""
+    config = distributed_config(tiny_scene, tmp_path, steps=5, min_hard_fraction=0.0)
+    config.pipeline.model.table_growth_step = 3
+    rank0, rank1 = train_two_ranks(config)
+    table = "_model.field.position_encoding.table"
+    start, final = rank0["start_states"][0][table], rank0["final_state"][table]
+    assert final.numel() > start.numel()
+    for name, value in rank0["final_state"].items():
+        assert torch.equal(value, rank1["final_state"][name]), name
