@@ -93,14 +93,14 @@ class MultiresHashEncoding(nn.Module):
                 f"2^{self.max_log2_hashmap_size}, not 2^{log2_hashmap_size}"
             )
         small, table = self.layout, self.table
-        entries = table.shape
+        small_shape = table.shape
         table.data = grow_table(table.data, small, large)
         if table.grad is not None:
             table.grad = grow_table(table.grad, small, large)
         for optimizer in optimizers:
             state = optimizer.state.get(table, {})
             for key, value in list(state.items()):
-                if isinstance(value, Tensor) and value.shape == entries:
+                if isinstance(value, Tensor) and value.shape == small_shape:
                     state[key] = grow_table(value, small, large)
         self.layout = large
 

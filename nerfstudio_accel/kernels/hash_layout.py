@@ -64,9 +64,10 @@ class HashGridLayout:
             raise ValueError("a hash grid needs at least one level and one feature per level")
         if not 1 <= self.log2_hashmap_size <= MAX_LOG2_ROWS:
             raise ValueError(f"log2_hashmap_size must be in [1, {MAX_LOG2_ROWS}], got {self.log2_hashmap_size}")
-        if self.log2_dense_limit is not None and not self.log2_hashmap_size <= self.log2_dense_limit <= 30:
+        if self.log2_dense_limit is not None and not self.log2_hashmap_size <= self.log2_dense_limit <= MAX_LOG2_ROWS:
             raise ValueError(
-                f"log2_dense_limit must be in [log2_hashmap_size, 30] = [{self.log2_hashmap_size}, 30], "
+                f"log2_dense_limit must be in [log2_hashmap_size, {MAX_LOG2_ROWS}] = "
+                f"[{self.log2_hashmap_size}, {MAX_LOG2_ROWS}], "
                 f"got {self.log2_dense_limit}"
             )
 

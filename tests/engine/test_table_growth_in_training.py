@@ -8,6 +8,7 @@ import shutil
 
 import pytest
 import torch
+import yaml
 from nerfstudio.utils.eval_utils import eval_setup
 
 from accel_test_helpers import make_trainer, run_steps, train_run
@@ -126,7 +127,10 @@ def test_a_growing_table_keeps_auto_off_tiny_cuda_nn_and_refuses_it_explicitly()
 
 
 def test_a_config_written_before_growth_existed_grows_nothing():
-    """An older config.yml has no ``table_growth_step``: it opens with the class's default, 0."""
-    config = AccelNGPModelConfig(log2_hashmap_size=17)
-    del config.__dict__["table_growth_step"]
+    """An older config.yml has no ``table_growth_step``: read as nerfstudio reads config.yml (yaml's Loader, through
+    the config's ``__setstate__``), it opens with 0."""
+    text = yaml.dump(AccelNGPModelConfig(log2_hashmap_size=17, table_growth_step=5))
+    older = "\n".join(line for line in text.splitlines() if "table_growth_step" not in line)
+    assert older != text
+    config = yaml.load(older, Loader=yaml.Loader)
     assert config.table_growth_step == 0 and config.table_log2_at(0) == 17
