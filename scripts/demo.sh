@@ -5,6 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 VENV="${VENV:-.venv}"
 OUT="${OUT:-outputs/demo}"
+export OMP_WAIT_POLICY="${OMP_WAIT_POLICY:-PASSIVE}"  # PyTorch's OpenMP threads leave the cores to CPU kernels (docs/trainer.md)
 [ -x "$VENV/bin/python" ] || python3 -m venv "$VENV"
 "$VENV/bin/python" -m pip install --quiet --upgrade pip
 "$VENV/bin/python" -m pip install --quiet -e .

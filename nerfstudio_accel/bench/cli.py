@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
+import os
 import re
 import shlex
 import subprocess
@@ -35,6 +36,7 @@ from nerfstudio_accel.bench.configs import (
     unsupported_reason,
 )
 from nerfstudio_accel.bench.report import summarize_method, write_outputs
+from nerfstudio_accel.openmp_wait import openmp_wait_setting, passive_wait_environment
 from nerfstudio_accel.version_floors import UnsupportedVersion, check_version_floors
 
 OUTPUT_FILES = ("results.json", "results.md", "psnr_vs_time.png")
@@ -166,6 +168,7 @@ def _meta(args: argparse.Namespace, dataparser: str, device: str, argv: List[str
         "repeats": args.repeats,
         "seed": args.seed,
         "threads": torch.get_num_threads(),
+        "openmp_wait": openmp_wait_setting(passive_wait_environment(os.environ)),
         "versions": {name: version(name) for name in ("torch", "nerfstudio", "nerfacc", "nerfstudio-accel")},
         "date": datetime.datetime.now().isoformat(timespec="seconds"),
         "command": " ".join(["ns-accel-bench", *map(shlex.quote, argv)]),
@@ -207,7 +210,9 @@ def run_worker(request: Dict, log_path: Path, on_event: Callable[[Dict], None]) 
     command = worker_command(request)
     outcome = None
     with open(log_path, "w") as log:
-        process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=log, text=True)
+        process = subprocess.Popen(
+            command, stdout=subprocess.PIPE, stderr=log, text=True, env=passive_wait_environment(os.environ)
+        )
         try:
             for line in process.stdout:
                 event = json.loads(line)

@@ -113,7 +113,9 @@ def markdown_table(meta: Dict, methods: Sequence[Dict]) -> str:
         + (f", the capture's own images_{parser_factor}" if parser_factor > 1 else "")
         + f"), seed {meta['seed']}, "
         f"torch {meta['versions']['torch']}, nerfstudio {meta['versions']['nerfstudio']}, nerfacc {meta['versions']['nerfacc']}, "
-        f"{meta['threads']} CPU threads. Each method first trains one untimed warm-up step (lazy CUDA loads and "
+        f"{meta['threads']} CPU threads"
+        + (f" (OpenMP threads: {meta['openmp_wait']})" if meta.get("openmp_wait") else "")
+        + ". Each method first trains one untimed warm-up step (lazy CUDA loads and "
         "compiles), and evaluation time is not counted in the budget; metrics are means over "
         "every view of the test split, RGBA targets composited over white"
         + (

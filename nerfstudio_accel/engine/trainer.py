@@ -28,6 +28,7 @@ checkpoints and resume that stops at ``--max-num-iterations``.
 - A resumed run (``--load-dir`` / ``--load-checkpoint``) continues at the saved step and ends at
   ``--max-num-iterations`` in total (nerfstudio 1.1.5 would train that many more). It may change
   ``--precision``: a checkpoint without loss-scaler state starts a fresh scaler.
+- On the CPU, started without an OpenMP wait policy, it says how to start with one (:mod:`~nerfstudio_accel.openmp_wait`).
 """
 
 from __future__ import annotations
@@ -59,6 +60,7 @@ from nerfstudio_accel.engine.event_writers import release_event_writers
 from nerfstudio_accel.engine.resume_checks import check_resumable, model_tensors
 from nerfstudio_accel.engine.warm_start import warm_start
 from nerfstudio_accel.errors import AccelError, CheckpointError, ConfigError, exit_message
+from nerfstudio_accel.openmp_wait import wait_policy_hint
 from nerfstudio_accel.pipelines.accel_pipeline import AccelPipeline, AccelPipelineConfig
 from nerfstudio_accel.pipelines.hard_mining import HardSampleMiningPipelineConfig
 from nerfstudio_accel.spatial import block_ranks
@@ -343,6 +345,9 @@ class AccelTrainer(Trainer):
         why = " (tiny-cuda-nn runs in fp16)" if self.use_grad_scaler and self.precision != "fp16" else ""
         if distributed.rank() == 0:
             CONSOLE.print(f"Training precision: {self.precision}{scaling} on {device_type}{why}")
+            hint = wait_policy_hint(os.environ, device_type)
+            if hint is not None:
+                CONSOLE.print(hint)
 
     def autocast(self) -> contextlib.AbstractContextManager:
         """The autocast region of a training forward in this run's precision (a no-op for fp32)."""

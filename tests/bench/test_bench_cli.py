@@ -263,6 +263,23 @@ def test_the_worker_trains_this_package_whatever_the_working_directory(tmp_path:
     assert finished.returncode != 0
 
 
+@pytest.mark.parametrize("chosen", [None, "ACTIVE"])
+def test_the_worker_process_starts_with_openmp_threads_waiting_passively(chosen, monkeypatch, tmp_path: Path):
+    """Unless the user chose a wait policy: PyTorch's OpenMP threads would spin against the CPU kernels'."""
+    import sys
+
+    report = (
+        "import json, os; print(json.dumps({'event': 'done', 'result': {'wait': os.environ.get('OMP_WAIT_POLICY')}}))"
+    )
+    monkeypatch.setattr(cli, "worker_command", lambda request: [sys.executable, "-c", report])
+    monkeypatch.delenv("GOMP_SPINCOUNT", raising=False)
+    if chosen is None:
+        monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)
+    else:
+        monkeypatch.setenv("OMP_WAIT_POLICY", chosen)
+    assert cli.run_worker({}, tmp_path / "run.log", lambda event: None) == {"status": "ok", "wait": chosen or "PASSIVE"}
+
+
 def test_repeats_run_every_method_in_turn(monkeypatch, tiny_scene: Path, tmp_path: Path):
     """Repeat by repeat, each method once: a machine that drifts over the session touches every method alike."""
     requests: List[Dict] = []

@@ -65,6 +65,13 @@ def test_failed_and_unsupported_methods_keep_a_row_with_the_reason():
     assert "30.00" in rows["`m`"] and "1 of 2 repeats failed" in rows["`m`"]
 
 
+def test_the_header_names_the_openmp_wait_policy_the_runs_had():
+    assert "2 CPU threads (OpenMP threads: OMP_WAIT_POLICY=PASSIVE)." in markdown_table(
+        {**META, "openmp_wait": "OMP_WAIT_POLICY=PASSIVE"}, []
+    )
+    assert "2 CPU threads. Each method" in markdown_table(META, [])  # results.json of older versions: no such key
+
+
 def test_table_shows_median_with_min_max(tmp_path: Path):
     entry = summarize_method(
         MethodSpec.parse("m"), "tiny", [fake_run(1, 30.0, 10.0), fake_run(2, 28.0, 20.0), fake_run(3, 31.0, 12.5)]
