@@ -5,8 +5,8 @@ run on numba's own threads. After each parallel op an OpenMP thread keeps spinni
 (libgomp's default: 300,000 spins) in case more work comes. The numba kernel that follows then shares the two cores
 with a spinning thread. ``OMP_WAIT_POLICY=PASSIVE`` makes PyTorch's threads sleep at once instead. OpenMP reads the
 variable once, when PyTorch loads, so it must be in the environment before the process starts: the processes this
-package starts get it (:func:`passive_wait_environment`), and ``ns-train`` on the CPU says how to set it
-(:func:`wait_policy_hint`). Measurements: docs/trainer.md#openmp-threads-waiting-on-the-cpu.
+package starts get it (:func:`passive_wait_environment`), and ``ns-train`` says how to set it where the model
+trains through numba kernels (:func:`wait_policy_hint`). Measurements: docs/trainer.md#openmp-threads-waiting-on-the-cpu.
 """
 
 from __future__ import annotations
@@ -36,9 +36,9 @@ def passive_wait_environment(environ: Mapping[str, str]) -> Dict[str, str]:
     return child
 
 
-def wait_policy_hint(environ: Mapping[str, str], device_type: str) -> Optional[str]:
-    """One line for a CPU run started without a wait policy; None on other devices or once one is chosen."""
-    if device_type != "cpu" or wait_chosen(environ):
+def wait_policy_hint(environ: Mapping[str, str], numba_kernels: bool) -> Optional[str]:
+    """One line for a run through numba kernels started without a wait policy; None otherwise."""
+    if not numba_kernels or wait_chosen(environ):
         return None
     return (
         "CPU training: PyTorch's OpenMP threads spin between ops and take cores from the CPU kernels; start with "

@@ -28,7 +28,8 @@ checkpoints and resume that stops at ``--max-num-iterations``.
 - A resumed run (``--load-dir`` / ``--load-checkpoint``) continues at the saved step and ends at
   ``--max-num-iterations`` in total (nerfstudio 1.1.5 would train that many more). It may change
   ``--precision``: a checkpoint without loss-scaler state starts a fresh scaler.
-- On the CPU, started without an OpenMP wait policy, it says how to start with one (:mod:`~nerfstudio_accel.openmp_wait`).
+- On the CPU, through numba kernels and started without an OpenMP wait policy, it says how to start with one
+  (:mod:`~nerfstudio_accel.openmp_wait`).
 """
 
 from __future__ import annotations
@@ -345,7 +346,7 @@ class AccelTrainer(Trainer):
         why = " (tiny-cuda-nn runs in fp16)" if self.use_grad_scaler and self.precision != "fp16" else ""
         if distributed.rank() == 0:
             CONSOLE.print(f"Training precision: {self.precision}{scaling} on {device_type}{why}")
-            hint = wait_policy_hint(os.environ, device_type)
+            hint = wait_policy_hint(os.environ, device_type == "cpu" and config.pipeline.model.runs_numba_kernels())
             if hint is not None:
                 CONSOLE.print(hint)
 

@@ -309,6 +309,10 @@ class AccelNGPModelConfig(AccelModelConfig):
     def weighs_rays(self) -> bool:
         return True
 
+    def runs_numba_kernels(self) -> bool:
+        """The ``kernel`` hash encoding or occupancy marcher, resolved for a CPU run (numba there, Triton on CUDA)."""
+        return self.hash_backend == "kernel" or (self.sampler == "occupancy" and self.occupancy.backend == "kernel")
+
     def hard_mining_pays(self, device_type: str, scene: SceneFacts) -> bool:
         """On a CPU with the occupancy sampler mining reuses the culling pass: ahead at equal time in two pairs of
         three, cheaper per step (lego). With the proposal sampler it was behind in every pair (fruit, CPU). On

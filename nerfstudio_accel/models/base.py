@@ -101,6 +101,11 @@ class AccelModelConfig(ModelConfig):
         :meth:`AccelModel.ray_errors` gives each ray's squared error (error-guided ray sampling needs both)."""
         return False
 
+    def runs_numba_kernels(self) -> bool:
+        """Whether this resolved config trains through this package's numba kernels (on the CPU), whose threads
+        PyTorch's spinning OpenMP threads slow down (:mod:`~nerfstudio_accel.openmp_wait`)."""
+        return False
+
     def hard_mining_pays(self, device_type: str, scene: SceneFacts) -> bool:
         """Whether hard sample mining measured ahead of ordinary training at equal time for this resolved
         config on ``device_type`` and this kind of ``scene``: ``--pipeline.hard-mining auto`` follows it
