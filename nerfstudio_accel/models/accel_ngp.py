@@ -37,6 +37,7 @@ from nerfstudio_accel.ops.backends import (
     resolve_hash_backend,
     resolve_implementation,
     runnable_hash_backend,
+    runs_numba_kernels,
 )
 from nerfstudio_accel.renamed_flags import move_model_fields
 from nerfstudio_accel.rendering import (
@@ -311,7 +312,8 @@ class AccelNGPModelConfig(AccelModelConfig):
 
     def runs_numba_kernels(self) -> bool:
         """The ``kernel`` hash encoding or occupancy marcher, resolved for a CPU run (numba there, Triton on CUDA)."""
-        return self.hash_backend == "kernel" or (self.sampler == "occupancy" and self.occupancy.backend == "kernel")
+        marcher = self.occupancy.backend if self.sampler == "occupancy" else None
+        return runs_numba_kernels(self.hash_backend, marcher)  # type: ignore[arg-type]
 
     def hard_mining_pays(self, device_type: str, scene: SceneFacts) -> bool:
         """On a CPU with the occupancy sampler mining reuses the culling pass: ahead at equal time in two pairs of

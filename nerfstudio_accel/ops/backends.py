@@ -280,3 +280,9 @@ def runnable_sampler_backend(requested: str, device_type: str) -> ResolvedSample
         fallback,
     )
     return fallback
+
+
+def runs_numba_kernels(hash_backend: ResolvedHashBackend, sampler_backend: Optional[ResolvedSamplerBackend]) -> bool:
+    """Whether a CPU run with these resolved backends trains through numba kernels (``kernel`` is numba on the CPU);
+    ``sampler_backend`` None: no occupancy marcher."""
+    return hash_backend == "kernel" or sampler_backend == "kernel"
