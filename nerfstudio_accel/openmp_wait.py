@@ -17,14 +17,14 @@ WAIT_VARIABLES = ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT")
 """The variables through which a user already chose how OpenMP threads wait (the standard one, libgomp's own)."""
 
 
-def wait_chosen(environ: Mapping[str, str]) -> bool:
-    """Whether ``environ`` already says how OpenMP threads wait."""
-    return any(environ.get(name, "") != "" for name in WAIT_VARIABLES)
-
-
 def openmp_wait_setting(environ: Mapping[str, str]) -> str:
     """How ``environ`` has OpenMP threads wait, as ``NAME=value`` pairs (empty: OpenMP's default)."""
     return ", ".join(f"{name}={environ[name]}" for name in WAIT_VARIABLES if environ.get(name, "") != "")
+
+
+def wait_chosen(environ: Mapping[str, str]) -> bool:
+    """Whether ``environ`` already says how OpenMP threads wait."""
+    return openmp_wait_setting(environ) != ""
 
 
 def passive_wait_environment(environ: Mapping[str, str]) -> Dict[str, str]:
