@@ -14,7 +14,6 @@ compiled on first use for each feature count and cached on disk (numba's ``cache
 from __future__ import annotations
 
 import functools
-import math
 from typing import Any, Callable, NamedTuple, Optional, Tuple
 
 import numba
@@ -34,10 +33,14 @@ _ONE = np.float32(1.0)
 
 @numba.njit(inline="always")
 def lattice_cell(point, scale):
-    """Lower vertex (int64) and fraction (float32) along one axis."""
+    """Lower vertex (int64) and fraction (float32) along one axis. The floor is a truncation moved down where it
+    rounded up (negative positions): exact for every float32 in int64's range, and compiled inline, where numba
+    calls a library ``floorf`` for ``math.floor``."""
     position = point * scale + _HALF
-    lower = np.float32(math.floor(position))
-    return np.int64(lower), position - lower
+    lower = np.int64(position)
+    if np.float32(lower) > position:
+        lower -= 1
+    return lower, position - np.float32(lower)
 
 
 @numba.njit(inline="always")
@@ -109,10 +112,12 @@ def level_kernels(features: int) -> LevelKernels:
 
     @numba.njit(parallel=True, cache=True)
     def encode_backward_table(points, grad_out, scales, resolutions, offsets, dense, grad_table):
-        """Accumulate ``d loss / d table (rows, F)`` from ``grad_out (n, L*F)``; ``grad_table`` starts at zero."""
+        """``d loss / d table (rows, F)`` of the levels' rows from ``grad_out (n, L*F)``: the thread that owns a
+        level zeroes its rows (they stay in its cache for the scatter), then accumulates into them."""
         for level in numba.prange(scales.shape[0]):
             scale, start, resolution, is_dense = scales[level], offsets[level], resolutions[level], dense[level]
             entries = offsets[level + 1] - start
+            grad_table[start : start + entries, :] = 0.0
             for i in range(points.shape[0]):
                 gx, fx = lattice_cell(points[i, 0], scale)
                 gy, fy = lattice_cell(points[i, 1], scale)
@@ -179,15 +184,16 @@ def encode_backward(
     """Table gradient ``(rows, F)`` and, when ``point_grad``, the points' gradient ``(n, 3)``; CPU tensors
     (``grad_out`` of any float dtype, read as float32)."""
     num_levels, features = levels.scales.shape[0], rows.shape[1]
-    grad_rows = torch.zeros_like(rows)
-    grad_points = torch.zeros_like(points) if point_grad else None
     if not points.shape[0]:
-        return grad_rows, grad_points
+        return torch.zeros_like(rows), torch.zeros_like(points) if point_grad else None
+    grad_rows = torch.empty_like(rows)  # each level's rows zeroed by the kernel
+    grad_rows[int(levels.offsets[-1]) :].zero_()  # rows past the last level, if any
+    grad_points: Optional[Tensor] = None
     compiled = level_kernels(features)
     arrays = (points.numpy(), rows.numpy(), grad_out.float().contiguous().numpy(), *_numpy_levels(levels))
     with PARALLEL_KERNELS, level_scheduling():
         compiled.encode_backward_table(arrays[0], *arrays[2:], grad_rows.numpy())
-        if grad_points is not None:
+        if point_grad:
             per_level = torch.empty(num_levels, points.shape[0], 3, dtype=torch.float32)
             compiled.encode_backward_points(*arrays, per_level.numpy())
             grad_points = per_level.sum(dim=0)

@@ -8,11 +8,13 @@ from __future__ import annotations
 import sys
 import types
 
+import numpy as np
 import pytest
 import torch
 
 from nerfstudio_accel.encodings.hash_encoding import MultiresHashEncoding
 from nerfstudio_accel.errors import BackendUnavailable
+from nerfstudio_accel.kernels import hash_encoding_numba
 from nerfstudio_accel.kernels.hash_layout import HashGridLayout
 from nerfstudio_accel.ops._hash_encoding_torch import encode_torch
 from nerfstudio_accel.ops.backends import tcnn_encoding_unavailable_reason
@@ -78,6 +80,41 @@ def test_backend_matches_the_twin(name):
         scale = max(1.0, float(want.abs().max()))  # point gradients scale with the resolution
         torch.testing.assert_close(actual, want, rtol=0.0, atol=tolerance * scale)
     assert expected[1].abs().sum() > 0 and expected[2].abs().sum() > 0  # the comparison is not of zeros
+
+
+def test_the_table_gradient_kernel_overwrites_whatever_its_fresh_buffer_held(monkeypatch):
+    """The numba kernel zeroes each level's rows itself (no separate fill of the table-sized buffer): called
+    directly (the op's probe would fall back to the twin), buffers that come back full of NaN still give the twin's
+    table gradient."""
+    points, table, upstream = problem(seed=3)
+    expected = encoded("torch", torch.device("cpu"), points, table, upstream)[1]
+    empty_like = torch.empty_like
+    monkeypatch.setattr(torch, "empty_like", lambda *args, **kwargs: empty_like(*args, **kwargs).fill_(float("nan")))
+    rows = table.view(-1, LAYOUT.features_per_level)
+    clamped = points.clamp(0.0, 1.0)  # as the op hands points to the kernels
+    grad_rows, _ = hash_encoding_numba.encode_backward(
+        clamped, rows, upstream, LAYOUT.level_tensors(clamped.device), False
+    )
+    assert torch.isfinite(grad_rows).all() and expected.abs().sum() > 0
+    torch.testing.assert_close(
+        grad_rows.view(-1), expected, rtol=0.0, atol=1e-5 * max(1.0, float(expected.abs().max()))
+    )
+
+
+def test_the_kernels_lattice_cell_is_the_floor_and_its_fraction_also_at_integers_and_below_zero():
+    """The numba kernels' inline floor (a truncation moved down) gives the twin's vertex and fraction for positions
+    that are integers, just under or over one, zero, negative, and large."""
+    values = np.array([0.0, -0.0, 1.0, 2.0, -1.0, -2.0, 0.25, -0.25, 1e-7, -1e-7, 3.999999, -3.999999, 2.0**23 + 2],
+                      dtype=np.float32)  # fmt: skip
+    values = np.concatenate(
+        [values, np.nextafter(values, np.float32(np.inf)), np.nextafter(values, np.float32(-np.inf))]
+    )
+    for point in values:
+        for scale in (np.float32(1.0), np.float32(15.0), np.float32(2047.0)):
+            position = np.float32(point * scale + np.float32(0.5))
+            lower, fraction = hash_encoding_numba.lattice_cell(point, scale)
+            assert lower == int(np.floor(position)), (point, scale)
+            assert fraction == position - np.float32(np.floor(position)), (point, scale)
 
 
 def test_the_twin_is_the_reference_encoding_of_clamped_points():
