@@ -186,8 +186,7 @@ def encode_backward(
     num_levels, features = levels.scales.shape[0], rows.shape[1]
     if not points.shape[0]:
         return torch.zeros_like(rows), torch.zeros_like(points) if point_grad else None
-    grad_rows = torch.empty_like(rows)  # each level's rows zeroed by the kernel
-    grad_rows[int(levels.offsets[-1]) :].zero_()  # rows past the last level, if any
+    grad_rows = torch.empty_like(rows)  # the table is the levels' rows (the layout's size): the kernel zeroes each
     grad_points: Optional[Tensor] = None
     compiled = level_kernels(features)
     arrays = (points.numpy(), rows.numpy(), grad_out.float().contiguous().numpy(), *_numpy_levels(levels))

@@ -29,7 +29,8 @@ def sources_digest(folder: Path) -> str:
 def drop_stale_compiled_kernels(folder: Path = KERNELS) -> bool:
     """Delete numba's cache files (``*.nbi``, ``*.nbc``) in ``folder/__pycache__`` unless they were compiled from
     ``folder``'s sources as they are now, and record the current digest. Returns whether any were deleted. A
-    read-only install (numba then caches elsewhere, and a reinstall rewrites every source) is left alone."""
+    read-only install (numba then caches elsewhere, and a reinstall rewrites every source) is left alone, and so is
+    a cache the user moved with ``NUMBA_CACHE_DIR``."""
     cache = folder / "__pycache__"
     stamp = cache / STAMP_NAME
     digest = sources_digest(folder)
