@@ -64,15 +64,17 @@ class DensityPassRecord(DensityRecord):
         return density
 
     def density_network(self) -> Optional[DensityNetwork]:
-        """The field's (:meth:`HashGridField.density_network`) until the record's first call."""
-        return self.field.density_network() if self._calls == 0 else None
+        """The field's (:meth:`HashGridField.density_network`, with every head row when ``keep_heads``) until the
+        record's first call."""
+        return self.field.density_network(heads=self.keep_heads) if self._calls == 0 else None
 
-    def keep_encoded(self, positions: Float[Tensor, "n_samples 3"], encodings: Float[Tensor, "n_samples enc"]) -> None:
-        """Hold the kept samples' encodings and, with ``keep_heads``, their density heads (computed here)."""
+    def keep_encoded(self, encodings: Float[Tensor, "n_samples enc"], heads: Float[Tensor, "n_samples heads"]) -> None:
+        """Hold the kept samples' encodings and, with ``keep_heads``, their density heads (the pass's)."""
         assert self._calls == 0 and self._least_density is None, "a fused pass instead of calls, not after them"
         self._encodings = [encodings]
         if self.keep_heads:
-            self._heads = [self.field.density_head(positions, encodings)]
+            assert heads.shape[1] == 1 + self.field.geo_feat_dim, "a pass over density_network(), with every head row"
+            self._heads = [heads]
         self._kept = torch.arange(encodings.shape[0], device=encodings.device)
 
     @property

@@ -99,6 +99,9 @@ class HashGridField(nn.Module):
             (:meth:`~nerfstudio_accel.encodings.hash_encoding.MultiresHashEncoding.grow`); None: no growth.
     """
 
+    color_raw_reads_positions = False
+    """Whether :meth:`color_raw` reads the samples' ``positions`` (a split scene's fields do)."""
+
     def __init__(
         self,
         aabb: Float[Tensor, "2 3"],
@@ -175,10 +178,11 @@ class HashGridField(nn.Module):
         """Whether ``encodings`` handed to :meth:`density_head` save the hash encoding's forward."""
         return self.position_encoding.reuses_values
 
-    def density_network(self) -> Optional[DensityNetwork]:
+    def density_network(self, heads: bool = False) -> Optional[DensityNetwork]:
         """The density as the fused CPU culling kernel reads it (:mod:`~nerfstudio_accel.kernels.culling_numba`),
         where it runs this field's: the ``kernel`` hash backend on the CPU, a float32 table and the torch density
-        MLP; None elsewhere (the culling pass then calls :meth:`density_head`)."""
+        MLP; None elsewhere (the culling pass then calls :meth:`density_head`). ``heads``: the kernel also computes
+        the kept samples' :meth:`density_head` (else their raw density alone)."""
         mlp = self.density_mlp
         if (
             not fused_culling_reads(self.position_encoding.backend, self.aabb.device)
@@ -198,8 +202,8 @@ class HashGridField(nn.Module):
             level_weights=weights.detach().float(),
             hidden_weight=hidden.weight.detach().t(),
             hidden_bias=hidden.bias.detach(),
-            density_weight=output.weight.detach()[0],
-            density_bias=float(output.bias.detach()[0]),
+            head_weight=output.weight.detach()[: None if heads else 1],
+            head_bias=output.bias.detach()[: None if heads else 1],
             max_log_density=MAX_LOG_DENSITY,
             aabb=self.aabb,
             contract=self.contract,

@@ -70,9 +70,9 @@ def _contracted(p0, p1, p2, lower, upper, region, use_region):
 
 
 @numba.njit(fastmath={"reassoc", "contract"}, cache=True)
-def _raw_density(code, level_weights, hidden_weight, hidden_bias, density_weight, density_bias, units):
-    """The density MLP's raw output for one point's ``code`` (the sums reassociate, as a BLAS matmul's do; NaN and
-    infinite weights still propagate); ``units`` is scratch for the hidden layer."""
+def _hidden_units(code, level_weights, hidden_weight, hidden_bias, units):
+    """The density MLP's ReLU hidden layer ``units (hidden,)`` of one point's ``code (enc,)`` (the sums reassociate,
+    as a BLAS matmul's do; NaN and infinite weights still propagate)."""
     hidden = hidden_weight.shape[1]
     for j in range(hidden):
         units[j] = hidden_bias[j]
@@ -80,20 +80,28 @@ def _raw_density(code, level_weights, hidden_weight, hidden_bias, density_weight
         x = code[k] * level_weights[k]
         for j in range(hidden):
             units[j] += hidden_weight[k, j] * x
-    raw = density_bias
     for j in range(hidden):
-        if units[j] > _ZERO:
-            raw += density_weight[j] * units[j]
-    return raw
+        units[j] = max(units[j], _ZERO)
+
+
+@numba.njit(fastmath={"reassoc", "contract"}, cache=True)
+def _head_output(units, head_weight, head_bias, o):
+    """Output ``o`` of the density MLP's last layer: ``head_bias[o] + head_weight[o] . units`` (indexed, not
+    sliced: a slice would count a reference to the shared weights, an atomic update per call)."""
+    out = head_bias[o]
+    for j in range(units.shape[0]):
+        out += head_weight[o, j] * units[j]
+    return out
 
 
 @numba.njit(inline="always")
 def point_density(p0, p1, p2, network, features, primes, code, units):
-    """Density (float32) of the world point ``(p0, p1, p2)`` through ``network`` (:func:`network_arrays`), its
-    unweighted encoding written to ``code (enc,)``; ``units (hidden,)`` is scratch. ``features`` per level and the
-    hash ``primes`` come from the calling kernel's closure (compile-time constants)."""
+    """Density (float32) and raw density of the world point ``(p0, p1, p2)`` through ``network``
+    (:func:`network_arrays`), its unweighted encoding written to ``code (enc,)`` and its hidden layer to ``units
+    (hidden,)`` (for :func:`write_head`). ``features`` per level and the hash ``primes`` come from the calling
+    kernel's closure (compile-time constants)."""
     aabb, contract, region, use_region, table, scales, resolutions, offsets, dense = network[:9]
-    level_weights, hidden_weight, hidden_bias, density_weight, density_bias, max_log_density = network[9:]
+    level_weights, hidden_weight, hidden_bias, head_weight, head_bias, max_log_density = network[9:]
     lower, upper = aabb[0], aabb[1]
     if contract:
         u0, u1, u2 = _contracted(p0, p1, p2, lower, upper, region, use_region)
@@ -116,19 +124,73 @@ def point_density(p0, p1, p2, network, features, primes, code, units):
             code[level * features + first] = low
             if first + 1 < features:
                 code[level * features + first + 1] = high
-    raw = _raw_density(code, level_weights, hidden_weight, hidden_bias, density_weight, density_bias, units)
-    return np.float32(math.exp(min(raw - _ONE, max_log_density)))
+    _hidden_units(code, level_weights, hidden_weight, hidden_bias, units)
+    raw = _head_output(units, head_weight, head_bias, 0)
+    return np.float32(math.exp(min(raw - _ONE, max_log_density))), raw
 
 
 @numba.njit(inline="always")
-def composite(sigma, t_start, t_end, depth, alpha_threshold, depth_cap):
+def write_head(heads, row, raw, units, network):
+    """A kept sample's density head in ``heads[row]``: its ``raw`` density, then the network's further head rows
+    from its hidden ``units``."""
+    heads[row, 0] = raw
+    for o in range(1, heads.shape[1]):
+        heads[row, o] = _head_output(units, network[12], network[13], o)
+
+
+@numba.njit(cache=True)
+def _sees_past(depth, early_stop_eps):
+    """The reference's early stop: transmittance ``exp(-depth)`` (float64) still at least ``early_stop_eps``."""
+    return math.exp(-depth) >= early_stop_eps
+
+
+@numba.njit(cache=True)
+def _opaque_enough(sigma_dt, alpha_threshold):
+    """The reference's kept rule: opacity ``1 - exp(-sigma_dt)`` (float32) at least ``alpha_threshold``."""
+    return _ONE - np.float32(math.exp(-sigma_dt)) >= alpha_threshold
+
+
+@functools.lru_cache(maxsize=64)
+def kept_rule(early_stop_eps: float, alpha_threshold: float) -> Tuple[np.float64, np.float32, np.float32]:
+    """The culling pass's thresholds as the kernels take them, ``(depth_limit, alpha_threshold, least_kept)``: a
+    ray sees past optical depth ``d`` exactly when ``d <= depth_limit``, and a candidate of optical depth ``s``
+    (float32) is opaque enough exactly when ``s >= least_kept`` (NaN: none is). Found from ``exp``'s own values at
+    the edges (it is monotone), so the kernels take no exponential but the density's per candidate."""
+    eps, threshold = np.float64(early_stop_eps), np.float32(alpha_threshold)
+    depth_limit = _last_true(lambda d: _sees_past(d, eps), np.float64)
+    last_culled = _last_true(lambda s: not _opaque_enough(s, threshold), np.float32)
+    least_kept = np.float32(np.nan) if last_culled == np.inf else np.nextafter(last_culled, np.float32(np.inf))
+    return depth_limit, threshold, least_kept
+
+
+def _last_true(predicate: Callable[[Any], bool], dtype: Any) -> Any:
+    """The largest non-negative ``dtype`` value where ``predicate`` (true up to some value, false after) holds; -1
+    when it holds at none, inf when at every one. Bisects the values' bit patterns, ordered as the values are."""
+    bits = np.int64 if dtype == np.float64 else np.int32
+    low, high = 0, int(np.array(np.inf, dtype=dtype).view(bits))
+    if not predicate(dtype(0.0)):
+        return dtype(-1.0)
+    if predicate(dtype(np.inf)):
+        return dtype(np.inf)
+    while high - low > 1:  # predicate(low) holds, predicate(high) does not
+        middle = (low + high) // 2
+        if predicate(np.array(middle, dtype=bits).view(dtype)[()]):
+            low = middle
+        else:
+            high = middle
+    return np.array(low, dtype=bits).view(dtype)[()]
+
+
+@numba.njit(inline="always")
+def composite(sigma, t_start, t_end, depth, rule, depth_cap):
     """``(kept, culled, depth)`` of a candidate of density ``sigma`` over ``[t_start, t_end]`` behind optical
-    ``depth`` (float64): kept at opacity ``alpha_threshold`` or more (0 keeps all), culled below it (a NaN
-    opacity is neither), and the depth behind it (each candidate adds at most ``depth_cap``; NaN counts as it)."""
+    ``depth`` (float64), by :func:`kept_rule`'s ``rule``: kept at opacity ``alpha_threshold`` or more (0 keeps
+    all), culled below it (a NaN opacity is neither), and the depth behind it (each candidate adds at most
+    ``depth_cap``; NaN counts as it)."""
+    alpha_threshold, least_kept = rule[1], rule[2]
     sigma_dt = sigma * (t_end - t_start)
-    alpha = _ONE - np.float32(math.exp(-sigma_dt))
-    kept = alpha_threshold <= 0.0 or alpha >= alpha_threshold
-    culled = not kept and alpha < alpha_threshold
+    kept = alpha_threshold <= 0.0 or sigma_dt >= least_kept
+    culled = not kept and sigma_dt == sigma_dt
     optical_depth = np.float64(sigma_dt)
     return kept, culled, depth + (depth_cap if not optical_depth <= depth_cap else optical_depth)
 
@@ -140,11 +202,12 @@ def culling_kernel(features: int) -> Callable[..., None]:
 
     @numba.njit(parallel=True, cache=True)
     def cull_rays(
-        ray_starts, origins, directions, t_starts, t_ends, network, early_stop_eps, alpha_threshold, depth_cap, keep,
-        encodings, evaluated, alpha_culled,
+        ray_starts, origins, directions, t_starts, t_ends, network, rule, depth_cap, keep, encodings, heads,
+        evaluated, alpha_culled,
     ):  # fmt: skip
         """Per ray ``r`` (candidates ``ray_starts[r]:ray_starts[r + 1]``): ``keep``, the kept candidates'
-        ``encodings`` rows, and the candidates ``evaluated`` and ``alpha_culled`` (of those) per ray."""
+        ``encodings`` and ``heads`` rows, and the candidates ``evaluated`` and ``alpha_culled`` (of those) per
+        ray."""
         width = encodings.shape[1]
         hidden = network[11].shape[0]
         for ray in numba.prange(ray_starts.shape[0] - 1):
@@ -153,22 +216,21 @@ def culling_kernel(features: int) -> Callable[..., None]:
             depth = np.float64(0.0)
             count, culled = 0, 0
             for i in range(ray_starts[ray], ray_starts[ray + 1]):
-                if math.exp(-depth) < early_stop_eps:
+                if not depth <= rule[0]:
                     break
                 t_mid = _HALF * (t_starts[i] + t_ends[i])
                 p0 = origins[ray, 0] + directions[ray, 0] * t_mid
                 p1 = origins[ray, 1] + directions[ray, 1] * t_mid
                 p2 = origins[ray, 2] + directions[ray, 2] * t_mid
-                sigma = point_density(p0, p1, p2, network, features, primes, code, units)
-                kept, alpha_culled_here, depth = composite(
-                    sigma, t_starts[i], t_ends[i], depth, alpha_threshold, depth_cap
-                )
+                sigma, raw = point_density(p0, p1, p2, network, features, primes, code, units)
+                kept, alpha_culled_here, depth = composite(sigma, t_starts[i], t_ends[i], depth, rule, depth_cap)
                 count += 1
                 culled += alpha_culled_here
                 if kept:
                     keep[i] = True
                     for k in range(width):
                         encodings[i, k] = code[k]
+                    write_head(heads, i, raw, units, network)
             evaluated[ray] = count
             alpha_culled[ray] = culled
 
@@ -191,8 +253,8 @@ def network_arrays(network: DensityNetwork) -> Tuple[Any, ...]:
         _floats(network.level_weights),
         _floats(network.hidden_weight),
         _floats(network.hidden_bias),
-        _floats(network.density_weight),
-        np.float32(network.density_bias),
+        _floats(network.head_weight),
+        _floats(network.head_bias),
         np.float32(network.max_log_density),
     )
 
@@ -207,25 +269,28 @@ def cull_fused(
     alpha_threshold: float,
     early_stop_eps: float,
     optical_depth_cap: float,
-) -> Tuple[Bool[Tensor, " n"], Float[Tensor, "n enc"], Dict[str, int]]:
-    """Which ray-sorted packed candidates the culling pass keeps, an ``(n, enc)`` buffer whose kept rows hold their
-    (unweighted) encodings (the other rows are not written), and the counts ``evaluated`` and ``alpha_culled``.
-    CPU tensors; a candidate's optical depth adds at most ``optical_depth_cap`` (NaN counts as it)."""
+) -> Tuple[Bool[Tensor, " n"], Float[Tensor, "n enc"], Float[Tensor, "n heads"], Dict[str, int]]:
+    """Which ray-sorted packed candidates the culling pass keeps, ``(n, enc)`` and ``(n, heads)`` buffers whose kept
+    rows hold their (unweighted) encodings and density heads (the rows of ``network.head_weight``; the other rows
+    are not written), and the counts ``evaluated`` and ``alpha_culled``. CPU tensors; a candidate's optical depth
+    adds at most ``optical_depth_cap`` (NaN counts as it)."""
     n_rays, n = origins.shape[0], ray_indices.shape[0]
     features = network.table.shape[1]
     keep = torch.zeros(n, dtype=torch.bool)
     encodings = torch.empty(n, network.levels.scales.shape[0] * features, dtype=torch.float32)
+    heads = torch.empty(n, network.head_weight.shape[0], dtype=torch.float32)
     evaluated = torch.zeros(n_rays, dtype=torch.int64)
     alpha_culled = torch.zeros(n_rays, dtype=torch.int64)
     if n:
         with PARALLEL_KERNELS:
             culling_kernel(features)(
                 ray_starts(ray_indices, n_rays).numpy(), _floats(origins), _floats(directions), _floats(t_starts),
-                _floats(t_ends), network_arrays(network), np.float64(early_stop_eps), np.float32(alpha_threshold),
-                np.float64(optical_depth_cap), keep.numpy(), encodings.numpy(), evaluated.numpy(), alpha_culled.numpy(),
+                _floats(t_ends), network_arrays(network), kept_rule(early_stop_eps, alpha_threshold),
+                np.float64(optical_depth_cap), keep.numpy(), encodings.numpy(), heads.numpy(), evaluated.numpy(),
+                alpha_culled.numpy(),
             )  # fmt: skip
     counts = {"evaluated": int(evaluated.sum()), "alpha_culled": int(alpha_culled.sum())}
-    return keep, encodings, counts
+    return keep, encodings, heads, counts
 
 
 def _floats(tensor: Tensor) -> Any:

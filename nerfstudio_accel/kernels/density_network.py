@@ -17,7 +17,9 @@ from nerfstudio_accel.kernels.hash_layout import LevelTensors
 class DensityNetwork:
     """A hash-grid field's density as the fused kernel reads it: world point -> unit coordinates (the box, or the
     contraction and a block's region) -> hash encoding ``(enc,)`` -> times ``level_weights`` -> ``hidden`` ReLU
-    units -> raw density -> ``exp(min(raw - 1, max_log_density))``. CPU float32 tensors, contiguous."""
+    units -> the head: raw density (row 0 of ``head_weight``) and, where the kept samples' heads are wanted, the
+    geometry features (the other rows) -> density ``exp(min(raw - 1, max_log_density))``. CPU float32 tensors,
+    contiguous."""
 
     table: Float[Tensor, "rows features"]
     levels: LevelTensors
@@ -25,9 +27,10 @@ class DensityNetwork:
     hidden_weight: Float[Tensor, "enc hidden"]
     """The first layer's weight, transposed."""
     hidden_bias: Float[Tensor, " hidden"]
-    density_weight: Float[Tensor, " hidden"]
-    """The output layer's density row (its other rows, the geometry features, are not needed to cull)."""
-    density_bias: float
+    head_weight: Float[Tensor, "heads hidden"]
+    """The output layer's rows the kernel computes: the density's, then (for the kept samples only) the geometry
+    features' where their density heads are wanted (all rows) or none (the density's row alone)."""
+    head_bias: Float[Tensor, " heads"]
     max_log_density: float
     aabb: Float[Tensor, "2 3"]
     contract: bool

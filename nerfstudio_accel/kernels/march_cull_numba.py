@@ -25,7 +25,7 @@ import torch
 from jaxtyping import Bool, Float, Int
 from torch import Tensor
 
-from nerfstudio_accel.kernels.culling_numba import composite, network_arrays, point_density
+from nerfstudio_accel.kernels.culling_numba import composite, kept_rule, network_arrays, point_density, write_head
 from nerfstudio_accel.kernels.density_network import DensityNetwork
 from nerfstudio_accel.kernels.hash_layout import HASH_PRIMES
 from nerfstudio_accel.kernels.marching_numba import _run_from, _step_start, _uniform_steps, marching_arrays
@@ -37,6 +37,12 @@ _HALF = np.float32(0.5)
 CHUNK_RAYS = 16
 """Rays per chunk: a chunk's kept samples are contiguous, in ray order, in its scratch rows."""
 
+KeptSamples = Tuple[
+    Int[Tensor, " k"], Float[Tensor, " k"], Float[Tensor, " k"], Float[Tensor, "k enc"], Float[Tensor, "k heads"],
+    Dict[str, int],
+]  # fmt: skip
+"""What :func:`march_and_cull` returns: ``ray_indices, t_starts, t_ends, encodings, heads`` and the counts."""
+
 
 @functools.lru_cache(maxsize=None)
 def march_cull_kernel(features: int) -> Callable[..., None]:
@@ -45,11 +51,11 @@ def march_cull_kernel(features: int) -> Callable[..., None]:
 
     @numba.njit(parallel=True, cache=True)
     def march_and_cull(
-        chunks, row_starts, capacities, marching, cap, network, early_stop_eps, alpha_threshold, depth_cap,
-        ray_indices, t_starts, t_ends, encodings, kept, evaluated, alpha_culled,
+        chunks, row_starts, capacities, marching, cap, network, rule, depth_cap,
+        ray_indices, t_starts, t_ends, encodings, heads, kept, evaluated, alpha_culled,
     ):  # fmt: skip
         """For each chunk ``chunks[c]`` (rays ``CHUNK_RAYS * chunks[c]`` on): its kept samples' ``ray_indices``,
-        ``t_starts``, ``t_ends`` and unweighted ``encodings`` in rows ``row_starts[c]`` on, at most
+        ``t_starts``, ``t_ends``, unweighted ``encodings`` and density ``heads`` in rows ``row_starts[c]`` on, at most
         ``capacities[c]`` of them; per ray, the samples ``kept`` (also those past the capacity), the candidates
         ``evaluated`` (marched: the walk stops at the early stop) and ``alpha_culled`` (of those)."""
         origins, directions, near, t_min, t_max, k_first, counts, binaries, aabbs, resolution = marching[:10]
@@ -66,7 +72,7 @@ def march_cull_kernel(features: int) -> Callable[..., None]:
                 depth = np.float64(0.0)
                 marched, n_kept, culled = 0, 0, 0
                 local = 0
-                while local < counts[ray] and marched < cap and math.exp(-depth) >= early_stop_eps:
+                while local < counts[ray] and marched < cap and depth <= rule[0]:
                     last, occupied, t_start, dt = _run_from(
                         ray, local, origins, directions, near, t_min, t_max, k_first, counts, binaries, aabbs,
                         resolution, cubes, scalars,
@@ -74,7 +80,7 @@ def march_cull_kernel(features: int) -> Callable[..., None]:
                     if occupied:
                         stop = last + 1 if last - local < cap - marched else local + (cap - marched)
                         for run in range(local, stop):
-                            if math.exp(-depth) < early_stop_eps:
+                            if not depth <= rule[0]:
                                 break
                             if run > local:
                                 t_start, dt = _step_start(
@@ -85,10 +91,8 @@ def march_cull_kernel(features: int) -> Callable[..., None]:
                             p0 = origins[ray, 0] + directions[ray, 0] * t_mid
                             p1 = origins[ray, 1] + directions[ray, 1] * t_mid
                             p2 = origins[ray, 2] + directions[ray, 2] * t_mid
-                            sigma = point_density(p0, p1, p2, network, features, primes, code, units)
-                            keep, alpha_culled_here, depth = composite(
-                                sigma, t_start, t_end, depth, alpha_threshold, depth_cap
-                            )
+                            sigma, raw = point_density(p0, p1, p2, network, features, primes, code, units)
+                            keep, alpha_culled_here, depth = composite(sigma, t_start, t_end, depth, rule, depth_cap)
                             marched += 1
                             culled += alpha_culled_here
                             if keep:
@@ -98,6 +102,7 @@ def march_cull_kernel(features: int) -> Callable[..., None]:
                                     t_ends[row] = t_end
                                     for k in range(width):
                                         encodings[row, k] = code[k]
+                                    write_head(heads, row, raw, units, network)
                                 row += 1
                                 n_kept += 1
                     local = last + 1
@@ -109,10 +114,10 @@ def march_cull_kernel(features: int) -> Callable[..., None]:
 
 
 @numba.njit(parallel=True, cache=True)
-def _pack_chunks(sources, counts, targets, ray_indices, t_starts, t_ends, encodings, out):
-    """Copy chunk ``c``'s ``counts[c]`` rows from ``sources[c]`` to ``targets[c]`` of ``out`` (the four outputs);
+def _pack_chunks(sources, counts, targets, ray_indices, t_starts, t_ends, encodings, heads, out):
+    """Copy chunk ``c``'s ``counts[c]`` rows from ``sources[c]`` to ``targets[c]`` of ``out`` (the five outputs);
     a negative source skips the chunk (its rows are already in place)."""
-    out_rays, out_starts, out_ends, out_encodings = out
+    out_rays, out_starts, out_ends, out_encodings, out_heads = out
     for c in numba.prange(sources.shape[0]):
         if sources[c] < 0:
             continue
@@ -123,6 +128,8 @@ def _pack_chunks(sources, counts, targets, ray_indices, t_starts, t_ends, encodi
             out_ends[target] = t_ends[source]
             for k in range(encodings.shape[1]):
                 out_encodings[target, k] = encodings[source, k]
+            for k in range(heads.shape[1]):
+                out_heads[target, k] = heads[source, k]
 
 
 def march_and_cull(
@@ -140,27 +147,28 @@ def march_and_cull(
     early_stop_eps: float,
     optical_depth_cap: float,
     expected_kept_per_ray: float = 16.0,
-) -> Tuple[Int[Tensor, " k"], Float[Tensor, " k"], Float[Tensor, " k"], Float[Tensor, "k enc"], Dict[str, int]]:
+) -> KeptSamples:
     """The samples the culling pass keeps of the rays marched through the grid (as
     :func:`~nerfstudio_accel.kernels.marching_numba.traverse_occupancy_grid` marches them, at most
     ``max_samples_per_ray`` candidates per ray, then
     :func:`~nerfstudio_accel.kernels.culling_numba.cull_fused` culls them): packed ``ray_indices (int64), t_starts,
-    t_ends``, their unweighted ``encodings`` and the counts ``evaluated`` (every candidate marched; none behind a
+    t_ends``, their unweighted ``encodings`` and density ``heads`` (the rows of ``network.head_weight``), and the
+    counts ``evaluated`` (every candidate marched; none behind a
     ray's early stop) and ``alpha_culled``. CPU tensors. ``expected_kept_per_ray`` (at most the cap) sizes the
     scratch rows (a chunk that keeps more is marched again)."""
     n_rays = origins.shape[0]
     features = network.table.shape[1]
-    width = network.levels.scales.shape[0] * features
+    widths = (network.levels.scales.shape[0] * features, network.head_weight.shape[0])
     if n_rays == 0:
-        return (*_packed(0, width), {"evaluated": 0, "alpha_culled": 0})  # type: ignore[return-value]
+        return (*_packed(0, widths), {"evaluated": 0, "alpha_culled": 0})  # type: ignore[return-value]
     marching = marching_arrays(origins, directions, binaries, aabbs, near_planes, far_planes, step_size, cone_angle)
     cap = np.iinfo(np.int64).max if max_samples_per_ray is None else max(max_samples_per_ray, 0)
-    scalars = (network_arrays(network), np.float64(early_stop_eps), np.float32(alpha_threshold))
+    scalars = (network_arrays(network), kept_rule(early_stop_eps, alpha_threshold))
     kernel = march_cull_kernel(features)
     n_chunks = -(-n_rays // CHUNK_RAYS)
     chunks = np.arange(n_chunks, dtype=np.int64)
     capacity = CHUNK_RAYS * max(1, math.ceil(min(expected_kept_per_ray, cap)))  # no ray keeps more than its cap
-    scratch = _packed(n_chunks * capacity, width)
+    scratch = _packed(n_chunks * capacity, widths)
     kept, evaluated, alpha_culled = (np.zeros(n_rays, dtype=np.int64) for _ in range(3))
     with PARALLEL_KERNELS:
         kernel(
@@ -169,7 +177,7 @@ def march_and_cull(
         )  # fmt: skip
         per_chunk = np.add.reduceat(kept, chunks * CHUNK_RAYS)
         targets = np.concatenate([[0], np.cumsum(per_chunk)[:-1]]).astype(np.int64)
-        packed = _packed(int(per_chunk.sum()), width)
+        packed = _packed(int(per_chunk.sum()), widths)
         overflow = per_chunk > capacity
         if overflow.any():  # marched again into place: the same walk keeps the same samples
             kernel(
@@ -184,11 +192,13 @@ def march_and_cull(
     return (*packed, counts)  # type: ignore[return-value]
 
 
-def _packed(rows: int, width: int) -> Tuple[Tensor, Tensor, Tensor, Tensor]:
-    """Uninitialised ``ray_indices (int64), t_starts, t_ends (float32)`` of ``rows`` and ``encodings (rows, width)``."""
+def _packed(rows: int, widths: Tuple[int, int]) -> Tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
+    """Uninitialised ``ray_indices (int64), t_starts, t_ends (float32)`` of ``rows``, ``encodings`` and ``heads``
+    ``(rows, widths[0 or 1])``."""
     return (
         torch.empty(rows, dtype=torch.int64),
         torch.empty(rows, dtype=torch.float32),
         torch.empty(rows, dtype=torch.float32),
-        torch.empty(rows, width, dtype=torch.float32),
+        torch.empty(rows, widths[0], dtype=torch.float32),
+        torch.empty(rows, widths[1], dtype=torch.float32),
     )

@@ -537,7 +537,8 @@ class AccelNGPModel(AccelModel):
                 return (samples, *self.field_raw(samples))
             kept = record.kept_heads()
             directions = marched_directions[packed.ray_indices]
-            color = self.field.color_raw(kept[:, 1:], directions, packed.sample_camera_indices, packed.positions)
+            positions = packed.positions if self.field.color_raw_reads_positions else None
+            color = self.field.color_raw(kept[:, 1:], directions, packed.sample_camera_indices, positions)
             return samples, kept[:, :1], color
 
     @property

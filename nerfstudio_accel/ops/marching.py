@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Dict, Optional, Tuple
+from typing import TYPE_CHECKING, Optional, Tuple
 
 import torch
 from jaxtyping import Bool, Float, Int
@@ -11,6 +11,9 @@ from torch import Tensor
 from nerfstudio_accel.kernels.density_network import DensityNetwork
 from nerfstudio_accel.ops import _torch_impl, precision
 from nerfstudio_accel.ops.packed_scan import first_samples_of_each_ray
+
+if TYPE_CHECKING:  # the kernel module loads numba
+    from nerfstudio_accel.kernels.march_cull_numba import KeptSamples
 
 
 def traverse_occupancy_grid(
@@ -91,14 +94,12 @@ def march_and_cull_with_density_network(
     early_stop_eps: float,
     backend: str,
     expected_kept_per_ray: float,
-) -> Optional[
-    Tuple[Int[Tensor, " k"], Float[Tensor, " k"], Float[Tensor, " k"], Float[Tensor, "k enc"], Dict[str, int]]
-]:
+) -> Optional[KeptSamples]:
     """:func:`traverse_occupancy_grid`, then the culling pass over its candidates with ``network``'s densities
     (:func:`~nerfstudio_accel.ops.volume_rendering.visibility_with_density_network`), in one pass that marches no
     step behind a ray's early stop: the ``kernel`` backend on the CPU
     (:func:`~nerfstudio_accel.kernels.march_cull_numba.march_and_cull`: the kept samples' packed ``ray_indices,
-    t_starts, t_ends``, their unweighted encodings, and the counts ``evaluated``, every candidate marched, and
+    t_starts, t_ends``, their unweighted encodings and density heads (``network``'s head rows), and the counts ``evaluated``, every candidate marched, and
     ``alpha_culled``; ``expected_kept_per_ray`` sizes its scratch). None on other backends and devices: the caller
     marches, then culls."""
     if backend != "kernel" or origins.device.type != "cpu":

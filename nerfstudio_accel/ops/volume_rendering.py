@@ -92,12 +92,15 @@ def visibility_with_density_network(
     early_stop_eps: float,
     alpha_threshold: float,
     backend: str,
-) -> Optional[Tuple[Bool[Tensor, " n_samples"], Float[Tensor, "n_samples enc"], Dict[str, int]]]:
+) -> Optional[
+    Tuple[Bool[Tensor, " n_samples"], Float[Tensor, "n_samples enc"], Float[Tensor, "n_samples heads"], Dict[str, int]]
+]:
     """:func:`render_visibility_from_density` of ray-sorted candidates at the midpoints of their intervals along
     ``origins + t directions``, with the densities computed in the same pass by ``network``, reading no candidate
     behind a ray's early stop: the ``kernel`` backend on the CPU
-    (:func:`~nerfstudio_accel.kernels.culling_numba.cull_fused`: the visible samples, an ``(n_samples, enc)``
-    buffer whose visible rows hold their encodings, and the counts ``evaluated`` and ``alpha_culled``). None on
+    (:func:`~nerfstudio_accel.kernels.culling_numba.cull_fused`: the visible samples, ``(n_samples, enc)`` and
+    ``(n_samples, heads)`` buffers whose visible rows hold their encodings and density heads (``network``'s head
+    rows), and the counts ``evaluated`` and ``alpha_culled``). None on
     other backends and devices: the caller evaluates the densities and calls
     :func:`render_visibility_from_density`."""
     if backend != "kernel" or origins.device.type != "cpu":

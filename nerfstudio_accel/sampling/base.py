@@ -59,9 +59,9 @@ class DensityRecord(ABC):
         None: only through calls."""
         return None
 
-    def keep_encoded(self, positions: Float[Tensor, "n_samples 3"], encodings: Float[Tensor, "n_samples enc"]) -> None:
-        """Instead of calls and :meth:`keep`: a fused culling pass over :meth:`density_network` kept the samples at
-        ``positions`` (world units, in order), whose encodings it computed."""
+    def keep_encoded(self, encodings: Float[Tensor, "n_samples enc"], heads: Float[Tensor, "n_samples heads"]) -> None:
+        """Instead of calls and :meth:`keep`: a fused culling pass over :meth:`density_network` kept samples (in
+        order) whose encodings and density heads (the network's head rows) it computed."""
         raise NotImplementedError(f"{type(self).__name__} has no density network")
 
 

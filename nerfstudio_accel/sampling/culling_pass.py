@@ -88,7 +88,7 @@ def cull_marched(
             network, ray_indices, t_starts, t_ends, origins, directions, early_stop_eps, least, backend
         )
         if fused is not None:
-            return _kept_by_fused_pass(fused, density_fn, ray_indices, t_starts, t_ends, origins, directions)
+            return _kept_by_fused_pass(fused, density_fn, t_starts.numel())
     if isinstance(density_fn, DensityRecord) and 0.0 < least < 1.0:  # it holds rows that can be kept
         density_fn.drop_below(least_visible_density(least, t_starts, t_ends))
     positions = origins.float()[ray_indices] + directions.float()[ray_indices] * (0.5 * (t_starts + t_ends))[:, None]
@@ -132,32 +132,11 @@ def cull_marched(
 
 
 def _kept_by_fused_pass(
-    fused: Tuple[Tensor, Tensor, Dict[str, int]],
-    record: DensityRecord,
-    ray_indices: Int[Tensor, " n"],
-    t_starts: Float[Tensor, " n"],
-    t_ends: Float[Tensor, " n"],
-    origins: Float[Tensor, "n_rays 3"],
-    directions: Float[Tensor, "n_rays 3"],
+    fused: Tuple[Tensor, Tensor, Tensor, Dict[str, int]], record: DensityRecord, candidates: int
 ) -> Tuple[Int[Tensor, " k"], Dict[str, Union[int, Tensor]]]:
-    """:func:`cull_marched`'s result from a fused pass's visible candidates, kept encodings and counts, the record
-    handed the kept samples' positions and encodings."""
-    visible, encodings, counts = fused
+    """:func:`cull_marched`'s result from a fused pass's visible candidates, kept encodings and density heads and
+    counts, the record handed the kept samples' encodings and heads."""
+    visible, encodings, heads, counts = fused
     keep = torch.nonzero(visible).reshape(-1)
-    hand_encoded_samples(record, ray_indices[keep], t_starts[keep], t_ends[keep], encodings[keep], origins, directions)
-    return keep, {"candidates": t_starts.numel(), "kept": keep.numel(), **counts}
-
-
-def hand_encoded_samples(
-    record: DensityRecord,
-    ray_indices: Int[Tensor, " k"],
-    t_starts: Float[Tensor, " k"],
-    t_ends: Float[Tensor, " k"],
-    encodings: Float[Tensor, "k enc"],
-    origins: Float[Tensor, "n_rays 3"],
-    directions: Float[Tensor, "n_rays 3"],
-) -> None:
-    """Hand ``record`` the samples a fused pass kept: their positions (interval midpoints along their rays) and
-    the encodings the pass computed (:meth:`~nerfstudio_accel.sampling.base.DensityRecord.keep_encoded`)."""
-    mids = 0.5 * (t_starts + t_ends)
-    record.keep_encoded(origins.float()[ray_indices] + directions.float()[ray_indices] * mids[:, None], encodings)
+    record.keep_encoded(encodings[keep], heads[keep])
+    return keep, {"candidates": candidates, "kept": keep.numel(), **counts}

@@ -48,7 +48,6 @@ from nerfstudio_accel.sampling.culling_pass import (
     AlphaThreshold,
     cull_marched,
     evaluate_in_chunks,
-    hand_encoded_samples,
 )
 from nerfstudio_accel.sampling.front_to_back_culling import chosen_first_samples
 from nerfstudio_accel.sampling.packed import PackedSamples
@@ -381,7 +380,7 @@ class OccupancySampler(Sampler):
         directions: Float[Tensor, "n_rays 3"],
         near: Float[Tensor, " n_rays"],
         far: Float[Tensor, " n_rays"],
-    ) -> Optional[Tuple[Tensor, Tensor, Tensor, Tensor, Dict[str, int]]]:
+    ) -> Optional[Tuple[Tensor, Tensor, Tensor, Tensor, Tensor, Dict[str, int]]]:
         """:meth:`_traverse` and the culling pass in one where the backend has it
         (:func:`~nerfstudio_accel.ops.marching.march_and_cull_with_density_network`), its scratch sized from the
         last fused call's kept samples per ray; None elsewhere."""
@@ -407,15 +406,15 @@ class OccupancySampler(Sampler):
 
     def _fused_samples(
         self,
-        fused: Tuple[Tensor, Tensor, Tensor, Tensor, Dict[str, int]],
+        fused: Tuple[Tensor, Tensor, Tensor, Tensor, Tensor, Dict[str, int]],
         record: DensityRecord,
         origins: Float[Tensor, "n_rays 3"],
         directions: Float[Tensor, "n_rays 3"],
     ) -> PackedSamples:
-        """The fused pass's samples, the record handed their positions and encodings; in training, its counts kept
+        """The fused pass's samples, the record handed their encodings and density heads; in training, its counts kept
         for :meth:`figures` (every candidate marched is evaluated: the walk ends at the early stop)."""
-        ray_indices, t_starts, t_ends, encodings, counts = fused
-        hand_encoded_samples(record, ray_indices, t_starts, t_ends, encodings, origins, directions)
+        ray_indices, t_starts, t_ends, encodings, heads, counts = fused
+        record.keep_encoded(encodings, heads)
         if self.training:
             self._last_counts = {"candidates": counts["evaluated"], "kept": ray_indices.numel(), **counts}
         return PackedSamples(ray_indices, t_starts, t_ends, origins, directions)

@@ -49,6 +49,9 @@ class BlockFields(nn.Module):
     ``appearance``: the per-image embedding every cell's colour MLP reads (fields built with ``shared_appearance``);
     None: no appearance vectors."""
 
+    color_raw_reads_positions = True
+    """:meth:`color_raw` picks each sample's field by its position."""
+
     def __init__(
         self,
         fields: Union[Sequence[HashGridField], Mapping[int, HashGridField]],
@@ -95,7 +98,7 @@ class BlockFields(nn.Module):
     def reuses_encodings(self) -> bool:
         return self.field_list()[0].reuses_encodings
 
-    def density_network(self) -> None:
+    def density_network(self, heads: bool = False) -> None:
         """None: the fused culling kernel reads one field's density; a split scene's culling pass calls
         :meth:`density_head`, which sends each point to its cell's field."""
         return None

@@ -31,7 +31,7 @@ class BallField:
     def activate_density(self, raw: torch.Tensor) -> torch.Tensor:
         return torch.exp(raw)
 
-    def density_network(self) -> None:
+    def density_network(self, heads: bool = False) -> None:
         return None  # no fused form: the culling pass calls the record
 
 

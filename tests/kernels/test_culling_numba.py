@@ -4,6 +4,7 @@ read behind a ray's early stop."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 
@@ -12,7 +13,7 @@ from accel_test_helpers import CULLING_EPS as EPS
 from accel_test_helpers import hilly_field
 from nerfstudio_accel.fields.density_pass_record import DensityPassRecord
 from nerfstudio_accel.fields.hash_grid_field import HashGridField
-from nerfstudio_accel.kernels.culling_numba import cull_fused
+from nerfstudio_accel.kernels.culling_numba import _opaque_enough, _sees_past, cull_fused, kept_rule
 from nerfstudio_accel.ops._torch_impl import render_transmittance_from_density
 from nerfstudio_accel.sampling.culling_pass import cull_marched
 from nerfstudio_accel.spatial.block_field import BlockFields
@@ -116,10 +117,35 @@ def test_nan_densities_keep_nothing_and_stop_their_rays():
 def test_no_candidates_keep_nothing():
     field = hilly_field()
     empty = torch.zeros(0)
-    keep, encodings, counts = cull_fused(
+    keep, encodings, heads, counts = cull_fused(
         field.density_network(), empty.long(), empty, empty, torch.zeros(3, 3), torch.ones(3, 3), 0.01, EPS, 1e4
     )
-    assert keep.shape == (0,) and encodings.shape == (0, 16) and counts == {"evaluated": 0, "alpha_culled": 0}
+    assert keep.shape == (0,) and encodings.shape == (0, 16) and heads.shape == (0, 1)
+    assert counts == {"evaluated": 0, "alpha_culled": 0}
+
+
+@pytest.mark.parametrize("level_weights", [False, True], ids=["plain", "coarse-to-fine-weights"])
+def test_the_kernel_computes_the_kept_samples_density_heads(level_weights):
+    """With every head row the kept rows hold the field's density heads (to float32 rounding); with the density's
+    row alone, the same raw densities. Rows that were not kept are not written."""
+    field = hilly_field()
+    if level_weights:
+        field.level_weights = torch.linspace(1.0, 0.2, 16)
+    ray_indices, t_starts, t_ends, origins, directions = candidates()
+    outputs = {}
+    for heads in (True, False):
+        network = field.density_network(heads=heads)
+        assert network.head_weight.shape == (16 if heads else 1, 64)
+        outputs[heads] = cull_fused(network, ray_indices, t_starts, t_ends, origins, directions, 0.01, EPS, 1e4)
+    (keep, _, heads, _), (keep_one, _, raw, _) = outputs[True], outputs[False]
+    assert torch.equal(keep, keep_one) and heads.shape == (len(keep), 16) and raw.shape == (len(keep), 1)
+    rows = torch.nonzero(keep).reshape(-1)
+    assert 0 < len(rows) < len(keep)
+    positions = origins[ray_indices[rows]] + directions[ray_indices[rows]] * (0.5 * (t_starts + t_ends))[rows, None]
+    with torch.no_grad():
+        expected = field.density_head(positions)
+    torch.testing.assert_close(heads[rows], expected, rtol=1e-5, atol=1e-5)
+    assert torch.equal(raw[rows], heads[rows, :1])
 
 
 def test_only_a_kernel_field_on_the_cpu_has_a_density_network():
@@ -132,3 +158,29 @@ def test_only_a_kernel_field_on_the_cpu_has_a_density_network():
     assert record.density_network() is not None
     record(torch.zeros(4, 3))
     assert record.density_network() is None
+
+
+@pytest.mark.parametrize("early_stop_eps, alpha_threshold", [(1e-4, 1e-2), (1e-4, 2.7e-3), (0.3, 0.9), (1e-30, 1e-7)])
+def test_the_kept_rule_takes_the_thresholds_exactly_where_exp_does(early_stop_eps, alpha_threshold):
+    """The kernels compare optical depths with kept_rule's limits instead of taking exponentials: the same answer
+    as ``exp`` at the limits, one step past them and at random values around them."""
+    depth_limit, threshold, least_kept = kept_rule(early_stop_eps, alpha_threshold)
+    eps = np.float64(early_stop_eps)
+    generator = np.random.default_rng(0)
+    depths = np.concatenate(
+        [[depth_limit, np.nextafter(depth_limit, np.inf)], depth_limit * generator.uniform(0.99, 1.01, 200)]
+    )
+    for depth in depths:
+        assert (depth <= depth_limit) == _sees_past(depth, eps)
+    kept = np.float32(least_kept)
+    steps = np.concatenate([[kept, np.nextafter(kept, np.float32(0))], kept * generator.uniform(0.99, 1.01, 200)])
+    for sigma_dt in steps.astype(np.float32):
+        assert (sigma_dt >= least_kept) == _opaque_enough(sigma_dt, threshold)
+
+
+def test_the_kept_rule_at_its_ends():
+    """No threshold keeps everything; a ray stops at once where even full transmittance is below the threshold, and
+    never where the threshold is 0; an opacity above 1 keeps nothing."""
+    assert kept_rule(1e-4, 0.0)[2] < 0
+    assert kept_rule(2.0, 1e-2)[0] == -1.0 and kept_rule(0.0, 1e-2)[0] == np.inf
+    assert np.isnan(kept_rule(1e-4, 1.5)[2])

@@ -42,22 +42,32 @@ def grid(levels: int = 1, seed: int = 1):
 
 
 def marched_then_culled(field, origins, directions, binaries, aabbs, step, cone, cap, alpha_threshold):
-    """The numba marcher, then the fused culling kernel: kept ``ray_indices, t_starts, t_ends, encodings, counts``."""
+    """The numba marcher, then the fused culling kernel (every head row): kept ``ray_indices, t_starts, t_ends,
+    encodings, heads, counts``."""
     near, far = torch.zeros(len(origins)), torch.full((len(origins),), 1e3)
     ray_indices, t_starts, t_ends = marching_numba.traverse_occupancy_grid(
         origins, directions, binaries, aabbs, near, far, step, cone, cap
     )
-    keep, encodings, counts = cull_fused(
-        field.density_network(), ray_indices, t_starts, t_ends, origins, directions, alpha_threshold, EPS, DEPTH_CAP
+    keep, encodings, heads, counts = cull_fused(
+        field.density_network(heads=True),
+        ray_indices,
+        t_starts,
+        t_ends,
+        origins,
+        directions,
+        alpha_threshold,
+        EPS,
+        DEPTH_CAP,
     )
     kept = torch.nonzero(keep).reshape(-1)
-    return ray_indices[kept], t_starts[kept], t_ends[kept], encodings[kept], {**counts, "candidates": len(t_starts)}
+    counts = {**counts, "candidates": len(t_starts)}
+    return ray_indices[kept], t_starts[kept], t_ends[kept], encodings[kept], heads[kept], counts
 
 
 def fused(field, origins, directions, binaries, aabbs, step, cone, cap, alpha_threshold, expected=16.0):
     near, far = torch.zeros(len(origins)), torch.full((len(origins),), 1e3)
     return march_and_cull(
-        field.density_network(), origins, directions, binaries, aabbs, near, far, step, cone, cap, alpha_threshold,
+        field.density_network(heads=True), origins, directions, binaries, aabbs, near, far, step, cone, cap, alpha_threshold,
         EPS, DEPTH_CAP, expected,
     )  # fmt: skip
 
@@ -83,10 +93,10 @@ def test_fused_marching_and_culling_equals_the_marcher_then_the_culling_kernel(
     step = 3 * math.sqrt(3) / 300
     reference = marched_then_culled(field, origins, directions, binaries, aabbs, step, cone, cap, alpha_threshold)
     mine = fused(field, origins, directions, binaries, aabbs, step, cone, cap, alpha_threshold, expected)
-    assert 0 < len(mine[0]) <= reference[4]["evaluated"] < reference[4]["candidates"]  # rays stopped early
-    for ours, theirs in zip(mine[:4], reference[:4]):
+    assert 0 < len(mine[0]) <= reference[5]["evaluated"] < reference[5]["candidates"]  # rays stopped early
+    for ours, theirs in zip(mine[:5], reference[:5]):
         assert torch.equal(ours, theirs)
-    assert mine[4] == {"evaluated": reference[4]["evaluated"], "alpha_culled": reference[4]["alpha_culled"]}
+    assert mine[5] == {"evaluated": reference[5]["evaluated"], "alpha_culled": reference[5]["alpha_culled"]}
     fits = torch.bincount(mine[0] // CHUNK_RAYS) <= CHUNK_RAYS * min(expected, cap or math.inf)
     if expected < 16:  # some chunks kept more than their scratch rows and were marched again, others were not
         assert fits.any() and not fits.all()
@@ -94,7 +104,7 @@ def test_fused_marching_and_culling_equals_the_marcher_then_the_culling_kernel(
         assert fits.all()
     if cap is not None:  # the cap binds: without it more candidates are marched
         uncapped = marched_then_culled(field, origins, directions, binaries, aabbs, step, cone, None, alpha_threshold)
-        assert reference[4]["candidates"] < uncapped[4]["candidates"]
+        assert reference[5]["candidates"] < uncapped[5]["candidates"]
         assert torch.bincount(reference[0]).max() <= cap
 
 
@@ -129,7 +139,7 @@ def test_an_opaque_field_marches_each_ray_to_its_first_occupied_step_only():
     binaries, aabbs = grid()
     step = 3 * math.sqrt(3) / 300
     reference = marched_then_culled(field, origins, directions, binaries, aabbs, step, 0.0, None, 0.01)
-    ray_indices, t_starts, _, _, counts = fused(field, origins, directions, binaries, aabbs, step, 0.0, None, 0.01)
+    ray_indices, t_starts, _, _, _, counts = fused(field, origins, directions, binaries, aabbs, step, 0.0, None, 0.01)
     hit = torch.unique(reference[0])
     assert torch.equal(ray_indices, hit) and counts["evaluated"] == len(hit) == len(origins)
     assert torch.equal(t_starts, reference[1])
@@ -141,8 +151,10 @@ def test_nan_densities_keep_nothing_and_stop_their_rays():
         field.density_mlp.layers[1].bias[0] = float("nan")
     origins, directions = rays()
     binaries, aabbs = grid()
-    ray_indices, _, _, encodings, counts = fused(field, origins, directions, binaries, aabbs, 0.02, 0.0, None, 0.01)
-    assert ray_indices.numel() == 0 and encodings.shape == (0, 16)
+    ray_indices, _, _, encodings, heads, counts = fused(
+        field, origins, directions, binaries, aabbs, 0.02, 0.0, None, 0.01
+    )
+    assert ray_indices.numel() == 0 and encodings.shape == (0, 16) and heads.shape == (0, 16)
     assert counts == {"evaluated": len(origins), "alpha_culled": 0}
 
 
@@ -150,9 +162,10 @@ def test_no_rays_and_rays_that_miss_keep_nothing():
     field = hilly_field()
     binaries, aabbs = grid()
     empty = fused(field, torch.zeros(0, 3), torch.zeros(0, 3), binaries, aabbs, 0.02, 0.0, None, 0.01)
-    assert empty[0].shape == (0,) and empty[3].shape == (0, 16) and empty[4] == {"evaluated": 0, "alpha_culled": 0}
+    assert empty[0].shape == (0,) and empty[3].shape == (0, 16) and empty[4].shape == (0, 16)
+    assert empty[5] == {"evaluated": 0, "alpha_culled": 0}
     away = fused(field, torch.full((5, 3), 4.0), torch.ones(5, 3) / 3**0.5, binaries, aabbs, 0.02, 0.0, None, 0.01)
-    assert away[0].numel() == 0 and away[4]["evaluated"] == 0
+    assert away[0].numel() == 0 and away[5]["evaluated"] == 0
 
 
 def test_the_sampler_marches_and_culls_in_one_pass_through_a_record():

@@ -220,7 +220,7 @@ def test_accel_ngp_samples_and_renders_the_same_with_the_fused_culling_pass(tiny
 
     def reference() -> None:
         marching.culling_first_samples = 0  # every candidate read
-        monkeypatch.setattr(HashGridField, "density_network", lambda self: None)
+        monkeypatch.setattr(HashGridField, "density_network", lambda self, heads=False: None)
 
     def fused() -> None:
         monkeypatch.setattr(HashGridField, "density_network", fused_network)
