@@ -39,6 +39,7 @@ class DensityPassRecord(DensityRecord):
         self._heads: List[Tensor] = []
         self._held: List[Tensor] = []  # call-order rows of the held ones, once rows are dropped
         self._kept: Optional[Tensor] = None
+        self._all_held_kept = False  # a fused pass: the held rows are the kept samples, in order
 
     def drop_below(self, density: Float[Tensor, ""]) -> None:
         """Hold only the rows whose density is at least ``density`` (or NaN) from the first call on."""
@@ -76,6 +77,7 @@ class DensityPassRecord(DensityRecord):
             assert heads.shape[1] == 1 + self.field.geo_feat_dim, "a pass over density_network(), with every head row"
             self._heads = [heads]
         self._kept = torch.arange(encodings.shape[0], device=encodings.device)
+        self._all_held_kept = True
 
     @property
     def held_rows(self) -> int:
@@ -85,6 +87,7 @@ class DensityPassRecord(DensityRecord):
 
     def keep(self, rows: Int[Tensor, " n_samples"]) -> None:
         self._kept = rows
+        self._all_held_kept = False
 
     @property
     def kept(self) -> bool:
@@ -94,12 +97,14 @@ class DensityPassRecord(DensityRecord):
     def kept_encodings(self) -> Optional[Float[Tensor, "n_samples enc"]]:
         """The position encodings of the kept samples, in order; None where the field reuses none or nothing was
         kept."""
-        return _gather(self._encodings, self._held_index(self._kept)) if self._encodings and self.kept else None
+        if not self._encodings or not self.kept:
+            return None
+        return self._encodings[0] if self._all_held_kept else _gather(self._encodings, self._held_index(self._kept))
 
     def kept_heads(self) -> Float[Tensor, "n_samples head"]:
         """The density heads of the kept samples, in order; needs ``keep_heads`` and :attr:`kept`."""
         assert self.keep_heads and self.kept, "a record made with keep_heads, whose rows a sampler kept"
-        return _gather(self._heads, self._held_index(self._kept))
+        return self._heads[0] if self._all_held_kept else _gather(self._heads, self._held_index(self._kept))
 
     def _held_index(self, rows: Int[Tensor, " m"]) -> Int[Tensor, " m"]:
         """Where call-order ``rows`` are among the held rows (the same rows when none were dropped)."""

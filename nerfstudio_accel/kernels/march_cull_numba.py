@@ -55,8 +55,8 @@ def march_cull_kernel(features: int) -> Callable[..., None]:
         ray_indices, t_starts, t_ends, encodings, heads, kept, evaluated, alpha_culled,
     ):  # fmt: skip
         """For each chunk ``chunks[c]`` (rays ``CHUNK_RAYS * chunks[c]`` on): its kept samples' ``ray_indices``,
-        ``t_starts``, ``t_ends``, unweighted ``encodings`` and density ``heads`` in rows ``row_starts[c]`` on, at most
-        ``capacities[c]`` of them; per ray, the samples ``kept`` (also those past the capacity), the candidates
+        ``t_starts``, ``t_ends``, unweighted ``encodings`` and density ``heads`` in rows ``row_starts[c]`` on, at
+        most ``capacities[c]`` of them; per ray, the samples ``kept`` (also those past the capacity), the candidates
         ``evaluated`` (marched: the walk stops at the early stop) and ``alpha_culled`` (of those)."""
         origins, directions, near, t_min, t_max, k_first, counts, binaries, aabbs, resolution = marching[:10]
         cubes, scalars = marching[10:]
@@ -153,9 +153,8 @@ def march_and_cull(
     ``max_samples_per_ray`` candidates per ray, then
     :func:`~nerfstudio_accel.kernels.culling_numba.cull_fused` culls them): packed ``ray_indices (int64), t_starts,
     t_ends``, their unweighted ``encodings`` and density ``heads`` (the rows of ``network.head_weight``), and the
-    counts ``evaluated`` (every candidate marched; none behind a
-    ray's early stop) and ``alpha_culled``. CPU tensors. ``expected_kept_per_ray`` (at most the cap) sizes the
-    scratch rows (a chunk that keeps more is marched again)."""
+    counts ``evaluated`` (every candidate marched; none behind a ray's early stop) and ``alpha_culled``. CPU tensors.
+    ``expected_kept_per_ray`` (at most the cap) sizes the scratch rows (a chunk that keeps more is marched again)."""
     n_rays = origins.shape[0]
     features = network.table.shape[1]
     widths = (network.levels.scales.shape[0] * features, network.head_weight.shape[0])

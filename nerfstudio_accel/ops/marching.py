@@ -99,9 +99,9 @@ def march_and_cull_with_density_network(
     (:func:`~nerfstudio_accel.ops.volume_rendering.visibility_with_density_network`), in one pass that marches no
     step behind a ray's early stop: the ``kernel`` backend on the CPU
     (:func:`~nerfstudio_accel.kernels.march_cull_numba.march_and_cull`: the kept samples' packed ``ray_indices,
-    t_starts, t_ends``, their unweighted encodings and density heads (``network``'s head rows), and the counts ``evaluated``, every candidate marched, and
-    ``alpha_culled``; ``expected_kept_per_ray`` sizes its scratch). None on other backends and devices: the caller
-    marches, then culls."""
+    t_starts, t_ends``, their unweighted encodings and density heads (``network``'s head rows), and the counts
+    ``evaluated``, every candidate marched, and ``alpha_culled``; ``expected_kept_per_ray`` sizes its scratch). None
+    on other backends and devices: the caller marches, then culls."""
     if backend != "kernel" or origins.device.type != "cpu":
         return None
     from nerfstudio_accel.kernels.march_cull_numba import march_and_cull

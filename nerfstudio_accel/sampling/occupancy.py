@@ -411,8 +411,8 @@ class OccupancySampler(Sampler):
         origins: Float[Tensor, "n_rays 3"],
         directions: Float[Tensor, "n_rays 3"],
     ) -> PackedSamples:
-        """The fused pass's samples, the record handed their encodings and density heads; in training, its counts kept
-        for :meth:`figures` (every candidate marched is evaluated: the walk ends at the early stop)."""
+        """The fused pass's samples, the record handed their encodings and density heads; in training, its counts
+        kept for :meth:`figures` (every candidate marched is evaluated: the walk ends at the early stop)."""
         ray_indices, t_starts, t_ends, encodings, heads, counts = fused
         record.keep_encoded(encodings, heads)
         if self.training:

@@ -151,11 +151,14 @@ def test_dynamic_batch_moves_toward_target_and_respects_bounds(learning_scene, t
     assert pipeline.dynamic_num_rays_per_batch == 64
 
 
-def test_scoring_forward_reuses_culling_and_matches_the_seams(tiny_scene, tmp_path):
+@pytest.mark.parametrize("hash_backend", ["kernel", "torch"])
+def test_scoring_forward_reuses_culling_and_matches_the_seams(tiny_scene, tmp_path, hash_backend):
     """sample_and_forward (hard mining's no-grad forward) keeps exactly the samples sample() keeps and
-    returns what field_raw gives for them, though it evaluates the density head only once."""
+    returns what field_raw gives for them, though it evaluates the density head only once: through the field for
+    each candidate read (torch hash backend), or inside the fused culling kernel (the CPU's kernel backend), which
+    hands the survivors' heads over without a call to the field."""
     torch.manual_seed(0)
-    trainer = make_trainer(tiny_scene, tmp_path)
+    trainer = make_trainer(tiny_scene, tmp_path, hash_backend=hash_backend)
     model = trainer.pipeline.model
     with torch.no_grad():
         model.field.density_mlp.layers[-1].bias[0] += 4.0  # dense enough for early stop to cut rays short
@@ -182,7 +185,9 @@ def test_scoring_forward_reuses_culling_and_matches_the_seams(tiny_scene, tmp_pa
     assert not scored_density.requires_grad and not scored_color.requires_grad
     evaluated = model.sampler.figures()["evaluated"]  # every candidate, or fewer where the rounds read in turns
     assert 0 < evaluated <= marched
-    assert sum(head_calls) == evaluated, "one density-head pass over the candidates read, none over survivors"
+    fused = hash_backend == "kernel"
+    assert (model.field.density_network() is not None) == fused
+    assert sum(head_calls) == (0 if fused else evaluated), "one density-head pass over the candidates read"
 
 
 def test_graph_forward_reuses_the_culling_encodings_with_the_same_gradients(tiny_scene, tmp_path):
