@@ -76,7 +76,6 @@ class DensityPassRecord(DensityRecord):
         if self.keep_heads:
             assert heads.shape[1] == 1 + self.field.geo_feat_dim, "a pass over density_network(), with every head row"
             self._heads = [heads]
-        self._kept = torch.arange(encodings.shape[0], device=encodings.device)
         self._all_held_kept = True
 
     @property
@@ -87,12 +86,11 @@ class DensityPassRecord(DensityRecord):
 
     def keep(self, rows: Int[Tensor, " n_samples"]) -> None:
         self._kept = rows
-        self._all_held_kept = False
 
     @property
     def kept(self) -> bool:
         """Whether a sampler named the rows of its samples (it ran a culling pass through this record)."""
-        return self._kept is not None
+        return self._all_held_kept or self._kept is not None
 
     def kept_encodings(self) -> Optional[Float[Tensor, "n_samples enc"]]:
         """The position encodings of the kept samples, in order; None where the field reuses none or nothing was
