@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import shutil
@@ -38,6 +39,17 @@ def console_script(name: str) -> str:
     if found is None:
         pytest.fail(f"console script {name!r} not found next to {sys.executable} nor on PATH")
     return found
+
+
+@functools.lru_cache(maxsize=None)
+def ns_export_missing_reason() -> str:
+    """Empty when ``ns-export`` can start here, else why not: it imports open3d, whose wheel loads system libraries
+    (libusb-1.0 among them) that a bare machine may lack."""
+    probe = subprocess.run([sys.executable, "-c", "import open3d"], capture_output=True, text=True, timeout=300)
+    if probe.returncode == 0:
+        return ""
+    last = (probe.stderr.strip().splitlines() or ["import failed"])[-1]
+    return f"ns-export imports open3d, which does not load here ({last}); on Debian: apt-get install libusb-1.0-0"
 
 
 def cli_env(extra: Optional[Dict[str, str]] = None, drop: Tuple[str, ...] = ()) -> Dict[str, str]:

@@ -18,7 +18,7 @@ from typing import List, Tuple
 import pytest
 import yaml
 
-from conftest import cli_env, console_script, run_cli
+from conftest import cli_env, console_script, ns_export_missing_reason, run_cli
 from headless_browser import WatchedTraining, chromium_missing_reason, first_frame_at_least, free_port, viewer_port
 
 pytestmark = pytest.mark.slow
@@ -161,6 +161,7 @@ about 80 units out (nerfacto's contracted far space, still untrained), so inside
 surface and scikit-image's marching cubes refuses it; an 8-unit-voxel box around that depth meshes it."""
 
 
+@pytest.mark.skipif(bool(ns_export_missing_reason()), reason=ns_export_missing_reason() or "ok")
 @pytest.mark.parametrize(
     "export, flags, written",
     [

@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from accel_test_helpers import make_trainer, train_run
-from conftest import RunCli
+from conftest import RunCli, ns_export_missing_reason
 from nerfstudio_accel.fields import density_normals
 from nerfstudio_accel.methods import accel_nerfacto
 
@@ -95,6 +95,7 @@ method stays the default) and the files it writes."""
 
 
 @pytest.mark.slow
+@pytest.mark.skipif(bool(ns_export_missing_reason()), reason=ns_export_missing_reason() or "ok")
 @pytest.mark.parametrize("export", sorted(EXPORTS))
 def test_ns_export_writes_its_file_with_default_normals(trained_run, tmp_path, run_cli: RunCli, export):
     flags, files = EXPORTS[export]
