@@ -5,7 +5,9 @@ transmittance can no longer show.
 The unfused pass (:func:`~nerfstudio_accel.sampling.culling_pass.cull_marched` through a density function) writes
 every candidate's position, encoding and hidden activations to memory and reads them back, op by op, and reads
 candidates behind a surface in rounds. Here one thread walks a ray at a time with the point's 32 features and 64
-hidden units in its own buffers, and reads no candidate after the ray is opaque. The kept rule is the reference's:
+hidden units in its own buffers, and reads no candidate after the ray is opaque. A point's 128 table rows are
+hashed and prefetched first, then read (:func:`plan_point`, :func:`encode_planned`), and the next candidate's are
+planned before this one's MLP, so their memory latency overlaps it. The kept rule is the reference's:
 transmittance before a candidate at least ``early_stop_eps`` (a float64 running sum of capped optical depths) and
 opacity at least ``alpha_threshold``. Positions, unit coordinates and encodings are computed in the reference's
 float32 order, so they match it bit for bit; the MLP's sums run in another order than a BLAS matmul, so densities
@@ -25,9 +27,10 @@ from jaxtyping import Bool, Float, Int
 from torch import Tensor
 
 from nerfstudio_accel.kernels.density_network import DensityNetwork
-from nerfstudio_accel.kernels.hash_encoding_numba import corner_sums, lattice_cell
+from nerfstudio_accel.kernels.hash_encoding_numba import corner_row, corner_weight, lattice_cell
 from nerfstudio_accel.kernels.hash_layout import HASH_PRIMES
 from nerfstudio_accel.kernels.packed_rays import ray_starts
+from nerfstudio_accel.kernels.prefetch import prefetch_row
 from nerfstudio_accel.kernels.threads import PARALLEL_KERNELS, choose_threading_layer
 
 choose_threading_layer()
@@ -95,13 +98,10 @@ def _head_output(units, head_weight, head_bias, o):
 
 
 @numba.njit(inline="always")
-def point_density(p0, p1, p2, network, features, primes, code, units):
-    """Density (float32) and raw density of the world point ``(p0, p1, p2)`` through ``network``
-    (:func:`network_arrays`), its unweighted encoding written to ``code (enc,)`` and its hidden layer to ``units
-    (hidden,)`` (for :func:`write_head`). ``features`` per level and the hash ``primes`` come from the calling
-    kernel's closure (compile-time constants)."""
-    aabb, contract, region, use_region, table, scales, resolutions, offsets, dense = network[:9]
-    level_weights, hidden_weight, hidden_bias, head_weight, head_bias, max_log_density = network[9:]
+def unit_point(p0, p1, p2, network):
+    """The world point ``(p0, p1, p2)`` in the encoding's unit cube (:func:`network_arrays`' box, contraction and
+    region), as the hash encoding takes it."""
+    aabb, contract, region, use_region = network[:4]
     lower, upper = aabb[0], aabb[1]
     if contract:
         u0, u1, u2 = _contracted(p0, p1, p2, lower, upper, region, use_region)
@@ -109,24 +109,71 @@ def point_density(p0, p1, p2, network, features, primes, code, units):
         u0 = (p0 - lower[0]) / (upper[0] - lower[0])
         u1 = (p1 - lower[1]) / (upper[1] - lower[1])
         u2 = (p2 - lower[2]) / (upper[2] - lower[2])
-    u0, u1, u2 = _unit_coordinate(u0), _unit_coordinate(u1), _unit_coordinate(u2)
+    return _unit_coordinate(u0), _unit_coordinate(u1), _unit_coordinate(u2)
+
+
+@numba.njit(inline="always")
+def plan_point(unit, network, primes, rows, fractions):
+    """The table ``rows (levels * 8,)`` that :func:`encode_planned` reads for the ``unit`` point (:func:`unit_point`;
+    each level's 8 corners) and its ``fractions (levels * 3,)`` in its cells; each row is prefetched
+    (:mod:`~nerfstudio_accel.kernels.prefetch`), so a kernel that plans its next point before its current point's MLP
+    finds the rows in cache."""
+    table, scales, resolutions, offsets, dense = network[4:9]
+    u0, u1, u2 = unit
     for level in range(scales.shape[0]):
-        scale, start, resolution = scales[level], offsets[level], resolutions[level]
+        scale, start = scales[level], offsets[level]
         entries = offsets[level + 1] - start
-        gx, fx = lattice_cell(u0, scale)
-        gy, fy = lattice_cell(u1, scale)
-        gz, fz = lattice_cell(u2, scale)
-        for first in range(0, features, 2):
-            low, high = corner_sums(
-                table, start, first, features, (gx, gy, gz, fx, fy, fz), resolution, entries, dense[level],
-                primes[0], primes[1], primes[2],
+        gx, fractions[3 * level] = lattice_cell(u0, scale)
+        gy, fractions[3 * level + 1] = lattice_cell(u1, scale)
+        gz, fractions[3 * level + 2] = lattice_cell(u2, scale)
+        for corner in range(8):
+            row = start + corner_row(
+                gx + (corner & 1), gy + ((corner >> 1) & 1), gz + ((corner >> 2) & 1), resolutions[level], entries,
+                dense[level], primes[0], primes[1], primes[2],
             )  # fmt: skip
+            rows[8 * level + corner] = row
+            prefetch_row(table, row)
+
+
+@numba.njit(inline="always")
+def encode_planned(rows, fractions, network, features, code):
+    """The unweighted hash encoding ``code (enc,)`` of a point planned by :func:`plan_point`: per level, the 8
+    corners' features weighted trilinearly, summed in the reference's order (corner 0 to 7, from 0)."""
+    table = network[4]
+    for level in range(network[5].shape[0]):
+        fx, fy, fz = fractions[3 * level], fractions[3 * level + 1], fractions[3 * level + 2]
+        for first in range(0, features, 2):
+            low, high = _ZERO, _ZERO
+            for corner in range(8):
+                bx, by, bz = corner & 1, (corner >> 1) & 1, (corner >> 2) & 1
+                weight = corner_weight(bx, fx) * corner_weight(by, fy) * corner_weight(bz, fz)
+                row = rows[8 * level + corner]
+                low += weight * table[row, first]
+                if first + 1 < features:
+                    high += weight * table[row, first + 1]
             code[level * features + first] = low
             if first + 1 < features:
                 code[level * features + first + 1] = high
+
+
+@numba.njit(inline="always")
+def code_density(code, network, units):
+    """Density (float32) and raw density of an encoded point ``code (enc,)`` through ``network``'s MLP, its hidden
+    layer written to ``units (hidden,)`` (for :func:`write_head`)."""
+    level_weights, hidden_weight, hidden_bias, head_weight, head_bias, max_log_density = network[9:]
     _hidden_units(code, level_weights, hidden_weight, hidden_bias, units)
     raw = _head_output(units, head_weight, head_bias, 0)
     return np.float32(math.exp(min(raw - _ONE, max_log_density))), raw
+
+
+@numba.njit(inline="always")
+def midpoint(ray, t_start, t_end, origins, directions, network):
+    """The unit-cube point (:func:`unit_point`) of ``ray``'s step ``[t_start, t_end]``'s midpoint."""
+    t_mid = _HALF * (t_start + t_end)
+    p0 = origins[ray, 0] + directions[ray, 0] * t_mid
+    p1 = origins[ray, 1] + directions[ray, 1] * t_mid
+    p2 = origins[ray, 2] + directions[ray, 2] * t_mid
+    return unit_point(p0, p1, p2, network)
 
 
 @numba.njit(inline="always")
@@ -196,8 +243,9 @@ def composite(sigma, t_start, t_end, depth, rule, depth_cap):
 
 
 @functools.lru_cache(maxsize=None)
-def culling_kernel(features: int) -> Callable[..., None]:
-    """The fused culling kernel for ``features`` per level (a compile-time constant, as the encoding kernels')."""
+def culling_kernel(features: int, prefetch: bool = True) -> Callable[..., None]:
+    """The fused culling kernel for ``features`` per level (a compile-time constant, as the encoding kernels'), with
+    or without the software prefetch of each ray's next candidate."""
     primes = tuple(np.int64(prime) for prime in HASH_PRIMES)
 
     @numba.njit(parallel=True, cache=True)
@@ -213,16 +261,27 @@ def culling_kernel(features: int) -> Callable[..., None]:
         for ray in numba.prange(ray_starts.shape[0] - 1):
             code = np.empty(width, dtype=np.float32)
             units = np.empty(hidden, dtype=np.float32)
+            rows = np.empty(8 * network[5].shape[0], dtype=np.int64)
+            fractions = np.empty(3 * network[5].shape[0], dtype=np.float32)
             depth = np.float64(0.0)
             count, culled = 0, 0
+            planned = False  # whether rows and fractions hold candidate i's plan
             for i in range(ray_starts[ray], ray_starts[ray + 1]):
                 if not depth <= rule[0]:
                     break
-                t_mid = _HALF * (t_starts[i] + t_ends[i])
-                p0 = origins[ray, 0] + directions[ray, 0] * t_mid
-                p1 = origins[ray, 1] + directions[ray, 1] * t_mid
-                p2 = origins[ray, 2] + directions[ray, 2] * t_mid
-                sigma, raw = point_density(p0, p1, p2, network, features, primes, code, units)
+                if not planned:
+                    plan_point(
+                        midpoint(ray, t_starts[i], t_ends[i], origins, directions, network), network, primes, rows,
+                        fractions,
+                    )  # fmt: skip
+                encode_planned(rows, fractions, network, features, code)
+                planned = prefetch and i + 1 < ray_starts[ray + 1]
+                if planned:  # the next candidate's rows arrive while this one's MLP runs
+                    plan_point(
+                        midpoint(ray, t_starts[i + 1], t_ends[i + 1], origins, directions, network), network, primes,
+                        rows, fractions,
+                    )  # fmt: skip
+                sigma, raw = code_density(code, network, units)
                 kept, alpha_culled_here, depth = composite(sigma, t_starts[i], t_ends[i], depth, rule, depth_cap)
                 count += 1
                 culled += alpha_culled_here
@@ -238,7 +297,8 @@ def culling_kernel(features: int) -> Callable[..., None]:
 
 
 def network_arrays(network: DensityNetwork) -> Tuple[Any, ...]:
-    """``network`` as the kernels take it: one tuple of numpy arrays and scalars, in :func:`point_density`'s order."""
+    """``network`` as the kernels take it: one tuple of numpy arrays and scalars, in the order
+    :func:`unit_point`, :func:`plan_point`, :func:`encode_planned` and :func:`code_density` read it."""
     region = network.region if network.region is not None else torch.zeros(2, 3)
     return (
         _floats(network.aabb),
@@ -269,11 +329,13 @@ def cull_fused(
     alpha_threshold: float,
     early_stop_eps: float,
     optical_depth_cap: float,
+    prefetch: bool = True,
 ) -> Tuple[Bool[Tensor, " n"], Float[Tensor, "n enc"], Float[Tensor, "n heads"], Dict[str, int]]:
     """Which ray-sorted packed candidates the culling pass keeps, ``(n, enc)`` and ``(n, heads)`` buffers whose kept
     rows hold their (unweighted) encodings and density heads (the rows of ``network.head_weight``; the other rows
     are not written), and the counts ``evaluated`` and ``alpha_culled``. CPU tensors; a candidate's optical depth
-    adds at most ``optical_depth_cap`` (NaN counts as it)."""
+    adds at most ``optical_depth_cap`` (NaN counts as it). ``prefetch`` (:mod:`~nerfstudio_accel.kernels.prefetch`)
+    changes the speed only, never a value."""
     n_rays, n = origins.shape[0], ray_indices.shape[0]
     features = network.table.shape[1]
     keep = torch.zeros(n, dtype=torch.bool)
@@ -283,7 +345,7 @@ def cull_fused(
     alpha_culled = torch.zeros(n_rays, dtype=torch.int64)
     if n:
         with PARALLEL_KERNELS:
-            culling_kernel(features)(
+            culling_kernel(features, prefetch)(
                 ray_starts(ray_indices, n_rays).numpy(), _floats(origins), _floats(directions), _floats(t_starts),
                 _floats(t_ends), network_arrays(network), kept_rule(early_stop_eps, alpha_threshold),
                 np.float64(optical_depth_cap), keep.numpy(), encodings.numpy(), heads.numpy(), evaluated.numpy(),

@@ -54,7 +54,8 @@ def corner_row(gx, gy, gz, resolution, entries, dense, prime_x, prime_y, prime_z
 
 
 @numba.njit(inline="always")
-def _weight(bit, fraction):
+def corner_weight(bit, fraction):
+    """A corner's trilinear weight along one axis: ``fraction`` at the upper vertex (``bit`` 1), else its rest."""
     return fraction if bit else _ONE - fraction
 
 
@@ -67,7 +68,7 @@ def corner_sums(table, start, first, features, cell, resolution, entries, dense,
     low, high = np.float32(0.0), np.float32(0.0)
     for corner in range(8):
         bx, by, bz = corner & 1, (corner >> 1) & 1, (corner >> 2) & 1
-        weight = _weight(bx, fx) * _weight(by, fy) * _weight(bz, fz)
+        weight = corner_weight(bx, fx) * corner_weight(by, fy) * corner_weight(bz, fz)
         row = start + corner_row(gx + bx, gy + by, gz + bz, resolution, entries, dense, prime_x, prime_y, prime_z)
         low += weight * table[row, first]
         if first + 1 < features:
@@ -124,7 +125,7 @@ def level_kernels(features: int) -> LevelKernels:
                 gz, fz = lattice_cell(points[i, 2], scale)
                 for corner in range(8):
                     bx, by, bz = corner & 1, (corner >> 1) & 1, (corner >> 2) & 1
-                    weight = _weight(bx, fx) * _weight(by, fy) * _weight(bz, fz)
+                    weight = corner_weight(bx, fx) * corner_weight(by, fy) * corner_weight(bz, fz)
                     row = start + corner_row(
                         gx + bx, gy + by, gz + bz, resolution, entries, is_dense, prime_x, prime_y, prime_z
                     )
@@ -144,7 +145,7 @@ def level_kernels(features: int) -> LevelKernels:
                 dx, dy, dz = np.float32(0.0), np.float32(0.0), np.float32(0.0)
                 for corner in range(8):
                     bx, by, bz = corner & 1, (corner >> 1) & 1, (corner >> 2) & 1
-                    wx, wy, wz = _weight(bx, fx), _weight(by, fy), _weight(bz, fz)
+                    wx, wy, wz = corner_weight(bx, fx), corner_weight(by, fy), corner_weight(bz, fz)
                     row = start + corner_row(
                         gx + bx, gy + by, gz + bz, resolution, entries, is_dense, prime_x, prime_y, prime_z
                     )

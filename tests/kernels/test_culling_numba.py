@@ -89,6 +89,22 @@ def test_the_fused_pass_keeps_what_the_reference_keeps(contract, region, level_w
         assert counts["alpha_culled"] > 0
 
 
+def test_the_prefetch_changes_no_value():
+    """The kernel with and without the prefetch of each ray's next candidate: the same kept rows, encodings, heads
+    and counts, bit for bit."""
+    network = hilly_field().density_network(heads=True)
+    ray_indices, t_starts, t_ends, origins, directions = candidates()
+    with_prefetch, without = (
+        cull_fused(network, ray_indices, t_starts, t_ends, origins, directions, 0.01, EPS, 1e4, prefetch)
+        for prefetch in (True, False)
+    )
+    keep = with_prefetch[0]
+    assert torch.equal(keep, without[0]) and 0 < int(keep.sum()) < len(keep)
+    for ours, theirs in zip(with_prefetch[1:3], without[1:3]):
+        assert torch.equal(ours[keep], theirs[keep])
+    assert with_prefetch[3] == without[3]
+
+
 def test_a_ray_reads_nothing_behind_its_first_opaque_candidate():
     """An opaque field: each ray with candidates evaluates and keeps its first one only."""
     field = hilly_field()

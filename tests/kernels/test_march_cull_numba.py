@@ -64,11 +64,11 @@ def marched_then_culled(field, origins, directions, binaries, aabbs, step, cone,
     return ray_indices[kept], t_starts[kept], t_ends[kept], encodings[kept], heads[kept], counts
 
 
-def fused(field, origins, directions, binaries, aabbs, step, cone, cap, alpha_threshold, expected=16.0):
+def fused(field, origins, directions, binaries, aabbs, step, cone, cap, alpha_threshold, expected=16.0, prefetch=True):
     near, far = torch.zeros(len(origins)), torch.full((len(origins),), 1e3)
     return march_and_cull(
         field.density_network(heads=True), origins, directions, binaries, aabbs, near, far, step, cone, cap, alpha_threshold,
-        EPS, DEPTH_CAP, expected,
+        EPS, DEPTH_CAP, expected, prefetch,
     )  # fmt: skip
 
 
@@ -86,7 +86,8 @@ def fused(field, origins, directions, binaries, aabbs, step, cone, cap, alpha_th
 def test_fused_marching_and_culling_equals_the_marcher_then_the_culling_kernel(
     levels, cone, cap, alpha_threshold, expected
 ):
-    """Bit for bit, whether the kept samples fit the scratch rows or chunks are marched again."""
+    """Bit for bit, whether the kept samples fit the scratch rows or chunks are marched again, and with or without
+    the prefetch."""
     field = hilly_field(contract=levels > 1)
     origins, directions = rays()
     binaries, aabbs = grid(levels)
@@ -97,6 +98,10 @@ def test_fused_marching_and_culling_equals_the_marcher_then_the_culling_kernel(
     for ours, theirs in zip(mine[:5], reference[:5]):
         assert torch.equal(ours, theirs)
     assert mine[5] == {"evaluated": reference[5]["evaluated"], "alpha_culled": reference[5]["alpha_culled"]}
+    unprefetched = fused(field, origins, directions, binaries, aabbs, step, cone, cap, alpha_threshold, expected, False)
+    for ours, without_prefetch in zip(mine[:5], unprefetched[:5]):  # the prefetch changes the speed only
+        assert torch.equal(ours, without_prefetch)
+    assert mine[5] == unprefetched[5]
     fits = torch.bincount(mine[0] // CHUNK_RAYS) <= CHUNK_RAYS * min(expected, cap or math.inf)
     if expected < 16:  # some chunks kept more than their scratch rows and were marched again, others were not
         assert fits.any() and not fits.all()
