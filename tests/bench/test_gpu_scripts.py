@@ -1,6 +1,6 @@
 """The GPU scripts parse and refuse bad use here; benchmarks/step_ops.py counts a step's operators and syncs
 on CPU, benchmarks/step_profile.py reports a step's phases, benchmarks/culling_rounds.py the culling pass's
-counts, and benchmarks/gradient_checkpointing.py graph memory with checkpointing off and on (shapes of the
+counts, benchmarks/culling_prefetch.py the fused kernel both ways on the same recorded calls, and benchmarks/gradient_checkpointing.py graph memory with checkpointing off and on (shapes of the
 reports, counts and memory only: never timings)."""
 
 from __future__ import annotations
@@ -86,3 +86,11 @@ def test_culling_rounds_bench_reads_fewer_densities_and_keeps_the_same_samples(t
     assert plain["evaluated"] == plain["candidates"] > 0 and rounds["evaluated"] < rounds["candidates"]
     assert rounds["kept"] == plain["kept"] and rounds["candidates"] == plain["candidates"]
     assert "| 4 |" in report
+
+
+def test_culling_prefetch_bench_times_both_ways_on_the_same_kept_samples(tiny_scene, tmp_path):
+    """The script checks that both ways keep the same samples before it times them (it exits non-zero otherwise)."""
+    results, report = run_step_benchmark("culling_prefetch.py", tiny_scene, tmp_path, "--rounds", "1")
+    assert list(results) == ["next step planned ahead", "each step planned when reached"]
+    assert results["next step planned ahead"]["kept"] > 0
+    assert "| each step planned when reached |" in report
