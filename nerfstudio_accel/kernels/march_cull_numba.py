@@ -46,7 +46,6 @@ from nerfstudio_accel.kernels.threads import PARALLEL_KERNELS, choose_threading_
 
 choose_threading_layer()
 
-_HALF = np.float32(0.5)
 CHUNK_RAYS = 16
 """Rays per chunk: a chunk's kept samples are contiguous, in ray order, in its scratch rows."""
 
