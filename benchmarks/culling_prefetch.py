@@ -1,6 +1,6 @@
 """accel-ngp's fused marching and culling kernel with and without planning each next step's table rows ahead.
 
-    python benchmarks/culling_prefetch.py [--data ../shared/data/lego] [--downscale 4] [--warmup 300] [--steps 6]
+    python benchmarks/culling_prefetch.py [--data data/blender/lego] [--downscale 4] [--warmup 300] [--steps 6]
         [--rounds 20] [--markdown FILE] [--json FILE] [-- ns-train flags...]
 
 Builds accel-ngp (occupancy sampler, CPU) as ``ns-train`` does, trains ``--warmup`` steps, records the fused

@@ -1,6 +1,6 @@
 """accel-ngp's culling density pass with front-to-back rounds of each first length, on one trained model.
 
-    python benchmarks/culling_rounds.py [--data ../shared/data/lego] [--downscale 4] [--device cpu]
+    python benchmarks/culling_rounds.py [--data data/blender/lego] [--downscale 4] [--device cpu]
         [--first-samples 0 16] [--warmup 2000] [--steps 20] [--markdown FILE] [--json FILE] [-- ns-train flags...]
 
 Builds accel-ngp (occupancy sampler) as ``ns-train`` does (defaults plus the flags after ``--``), trains

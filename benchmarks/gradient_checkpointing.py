@@ -1,6 +1,6 @@
 """Graph memory and time per step of accel-ngp with and without gradient checkpointing, mining on and off.
 
-    python benchmarks/gradient_checkpointing.py [--data ../shared/data/lego] [--downscale 4] [--device cpu]
+    python benchmarks/gradient_checkpointing.py [--data data/blender/lego] [--downscale 4] [--device cpu]
         [--samplers occupancy proposal] [--samples 65536 262144] [--warmup 40] [--steps 6] [--markdown FILE]
         [--json FILE] [-- ns-train flags...]
 

@@ -9,7 +9,7 @@
 
 - ``kernel``: our fused kernels (numba on CPU, Triton on CUDA);
 - ``torch``: our pure-torch reference (the same table layout);
-- ``nerfstudio``: nerfstudio's ``HashEncoding(implementation="torch")``, what accel-ngp used before;
+- ``nerfstudio``: nerfstudio's ``HashEncoding(implementation="torch")`` (nerfstudio's own pure-torch encoding);
 - ``torch-compile``: our reference through ``torch.compile`` (needs a C++ compiler on CPU);
 - ``tcnn``: tiny-cuda-nn, where it imports (CUDA).
 """

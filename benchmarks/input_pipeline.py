@@ -1,6 +1,6 @@
 """Steps/s and input stall of accel-ngp training with and without the pipelined input sampler.
 
-    python benchmarks/input_pipeline.py --data ../shared/data/lego [--prefetch 0 2] [--steps 200] [--warmup 30]
+    python benchmarks/input_pipeline.py --data data/blender/lego [--prefetch 0 2] [--steps 200] [--warmup 30]
         [--repeats 2] [--device cpu] [--downscale 1] [--alternate ROUNDS --block-steps 10]
 
 For each repeat and each ``--prefetch`` value (interleaved, so drift hits both alike), builds accel-ngp as
@@ -31,6 +31,7 @@ from typing import Dict, List, Sequence
 import torch
 import torch.multiprocessing as mp
 from nerfstudio.data.dataparsers.blender_dataparser import BlenderDataParserConfig
+from step_ops import check_scene_folder
 
 from nerfstudio_accel.engine.build import build_trainer_config
 from nerfstudio_accel.engine.trainer import training_step
@@ -132,10 +133,13 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=30)
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--device", default="cpu")
-    parser.add_argument("--downscale", type=float, default=1.0, help="image downscale (4: lego at 100x100)")
+    parser.add_argument(
+        "--downscale", type=float, default=1.0, help="image downscale factor (4: the 800x800 lego at 200x200)"
+    )
     parser.add_argument("--alternate", type=int, metavar="ROUNDS", help="alternate the depths on one trainer")
     parser.add_argument("--block-steps", type=int, default=10, help="steps per depth and round with --alternate")
     args = parser.parse_args()
+    check_scene_folder(args.data)
     if args.alternate:
         with tempfile.TemporaryDirectory() as folder:
             trainer = build_trainer(args.data, args.device, args.prefetch[0], Path(folder), args.downscale)

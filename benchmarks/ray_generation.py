@@ -1,6 +1,6 @@
 """Time to generate one training batch's rays: nerfstudio's ray generator against accel-ngp's pinhole one.
 
-    python benchmarks/ray_generation.py --data ../shared/data/lego [--downscale 1] [--rays 3200] [--rounds 20]
+    python benchmarks/ray_generation.py --data data/blender/lego [--downscale 1] [--rays 3200] [--rounds 20]
         [--calls 10]
 
 Builds accel-ngp on ``--data`` (any format ``ns-accel-bench`` reads) as ``ns-train`` does, draws ``--rays`` pixels
@@ -21,7 +21,7 @@ from pathlib import Path
 
 import torch
 from nerfstudio.model_components.ray_generators import RayGenerator
-from step_ops import build_trainer
+from step_ops import build_trainer, check_scene_folder
 
 from nerfstudio_accel.data.pinhole_rays import PinholeRayGenerator
 
@@ -41,6 +41,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=20)
     parser.add_argument("--calls", type=int, default=10)
     args = parser.parse_args()
+    check_scene_folder(args.data)
     with tempfile.TemporaryDirectory() as output_dir:
         datamanager = build_trainer(
             args.data, args.downscale, "occupancy", "cpu", [], Path(output_dir)

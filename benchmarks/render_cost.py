@@ -1,6 +1,6 @@
 """Seconds per evaluation view and samples per ray of accel-ngp on a scene, fresh and after training.
 
-    python benchmarks/render_cost.py --data ../shared/data/fruit [--downscale 4] [--samplers occupancy proposal]
+    python benchmarks/render_cost.py --data path/to/capture [--downscale 4] [--samplers occupancy proposal]
         [--train-steps 0 300] [--views 3] [--device cpu] [--markdown FILE]
 
 For each sampler, builds accel-ngp as ``ns-train`` does on nerfstudio-data, then at each of
@@ -21,6 +21,7 @@ from typing import Dict, List
 
 import torch
 from nerfstudio.data.dataparsers.nerfstudio_dataparser import NerfstudioDataParserConfig
+from step_ops import check_scene_folder
 
 from nerfstudio_accel.engine.build import build_trainer_config
 from nerfstudio_accel.engine.trainer import training_step
@@ -88,6 +89,7 @@ def main() -> None:
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--markdown", type=Path, help="also write the table here")
     args = parser.parse_args()
+    check_scene_folder(args.data)
     rows = []
     with tempfile.TemporaryDirectory() as scratch:
         for sampler in args.samplers:

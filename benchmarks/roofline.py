@@ -1,7 +1,7 @@
 """A roofline of accel-ngp's training step: per phase, the work it does, the least time this machine needs for
 that work, the time it takes, and the ratio.
 
-    python benchmarks/roofline.py [--data ../shared/data/lego] [--downscale 4] [--device cpu] [--warmup 300]
+    python benchmarks/roofline.py [--data data/blender/lego] [--downscale 4] [--device cpu] [--warmup 300]
         [--steps 48] [--rate-repeats 5] [--markdown FILE] [--json FILE] [-- ns-train flags...]
 
 Three parts, on the CPU and the occupancy sampler (object scenes) only:
@@ -272,7 +272,7 @@ def cpu_ticks() -> Optional[Tuple[int, int]]:
 
 def cpu_model() -> str:
     """The CPU's model name from ``/proc/cpuinfo`` ("unknown" where there is none): rates differ by machine, and a
-    virtual machine's host can change between sessions."""
+    virtual machine can move to another host between runs."""
     try:
         lines = Path("/proc/cpuinfo").read_text().splitlines()
     except OSError:

@@ -1,6 +1,6 @@
 """Spatial segmentation against data-parallel training, on 2 gloo ranks (CPU), for an object scene or a capture.
 
-    python benchmarks/spatial_segmentation.py --data ../shared/data/lego --downscale 4 --steps 1500 \\
+    python benchmarks/spatial_segmentation.py --data data/blender/lego --downscale 4 --steps 1500 \\
         [--seconds 300] [--dataparser auto] --out DIR
 
 Every run is nerfstudio's per-rank ``train_loop`` on gloo processes, as its launcher runs
@@ -39,6 +39,7 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 from nerfstudio.scripts.train import train_loop
 from nerfstudio.utils.eval_utils import eval_setup
+from step_ops import check_scene_folder
 
 from nerfstudio_accel import distributed
 from nerfstudio_accel.bench.configs import MethodSpec, build_config, resolve_dataparser
@@ -200,12 +201,15 @@ def main() -> None:
     parser.add_argument(
         "--dataparser", default="auto", choices=("auto", "blender-data", "nerfstudio-data", "colmap"), help="its format"
     )
-    parser.add_argument("--downscale", type=float, default=4.0, help="image downscale factor (4: lego 100x100)")
+    parser.add_argument(
+        "--downscale", type=float, default=4.0, help="image downscale factor (4: the 800x800 lego at 200x200)"
+    )
     parser.add_argument("--steps", type=int, default=1500)
     parser.add_argument("--seconds", type=float, default=None, help="also train each run for this long")
     parser.add_argument("--seed", type=int, default=42)
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()
+    check_scene_folder(args.data)
     rows = [train_and_score(args, label, args.steps, args.out / f"{label} steps") for label in RUNS]
     if args.seconds is not None:
         for row in list(rows):

@@ -1,6 +1,6 @@
 """Operators and host syncs per training step of accel-ngp: what a step costs in launches and waits.
 
-    python benchmarks/step_ops.py [--data ../shared/data/lego] [--downscale 4] [--samplers occupancy proposal]
+    python benchmarks/step_ops.py [--data data/blender/lego] [--downscale 4] [--samplers occupancy proposal]
         [--device cpu] [--warmup 300] [--steps 16] [--markdown FILE] [--json FILE] [-- ns-train flags...]
 
 Builds accel-ngp as ``ns-train`` does (defaults, plus the flags after ``--``) on ``--data`` in any format
@@ -19,9 +19,8 @@ training thread:
 
 On CPU these are the calls that *would* sync on CUDA (the CPU never waits). With ``--device cuda`` the step
 also runs under ``torch.cuda.set_sync_debug_mode("warn")`` and the syncs CUDA reports (device-to-host
-copies included) are counted too, with
-the CUDA kernels launched per step. Counts never go in test asserts; this script is the yardstick a change
-is held against.
+copies included) are counted too, with the CUDA kernels launched per step. Counts, not timings: compare them
+before and after a change of flags or code.
 """
 
 from __future__ import annotations
@@ -216,6 +215,17 @@ def markdown(results: Dict[str, Dict[str, object]], command: str, device: str) -
     return "\n".join(lines) + "\n"
 
 
+DEFAULT_DATA = "data/blender/lego"
+"""Where ``ns-download-data blender`` puts the lego scene, run from the repository root."""
+
+
+def check_scene_folder(data: Path) -> None:
+    """Exit with one line when ``data`` is not a folder (the scene is not downloaded, or the path is wrong)."""
+    if not Path(data).is_dir():
+        hint = "download it with `ns-download-data blender`" if Path(data) == Path(DEFAULT_DATA) else "check the path"
+        raise SystemExit(f"error: scene folder {data} does not exist; {hint}, or pass --data <scene folder>")
+
+
 def step_arguments(
     argv: Optional[Sequence[str]],
     script: str,
@@ -231,8 +241,10 @@ def step_arguments(
     flags = argv[argv.index("--") + 1 :] if "--" in argv else []
     own = argv[: argv.index("--")] if "--" in argv else argv
     parser = argparse.ArgumentParser(description=description)
-    parser.add_argument("--data", type=Path, default=Path("../shared/data/lego"))
-    parser.add_argument("--downscale", type=float, default=4.0, help="image downscale (4: lego at 100x100)")
+    parser.add_argument("--data", type=Path, default=Path(DEFAULT_DATA), help=f"scene folder (default {DEFAULT_DATA})")
+    parser.add_argument(
+        "--downscale", type=float, default=4.0, help="image downscale factor (4: the 800x800 lego at 200x200)"
+    )
     parser.add_argument("--samplers", nargs="+", default=list(samplers))
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--warmup", type=int, default=300, help="steps trained before measuring")
@@ -241,7 +253,9 @@ def step_arguments(
     parser.add_argument("--json", type=Path)
     if more_options is not None:
         more_options(parser)
-    return parser.parse_args(own), flags, f"python benchmarks/{script} " + " ".join(argv)
+    args = parser.parse_args(own)
+    check_scene_folder(args.data)
+    return args, flags, f"python benchmarks/{script} " + " ".join(argv)
 
 
 def warmed_up_trainer(args: argparse.Namespace, sampler: str, flags: Sequence[str], output_dir: Path):

@@ -1,6 +1,6 @@
 """Peak memory of accel-ngp's culling pass and of a whole training step at large ray batches.
 
-    python benchmarks/step_peak_memory.py [--data ../shared/data/lego] [--downscale 4] [--device cpu]
+    python benchmarks/step_peak_memory.py [--data data/blender/lego] [--downscale 4] [--device cpu]
         [--samplers occupancy] [--rays 65536 262144] [--warmup 300] [--markdown FILE] [--json FILE]
         [-- ns-train flags...]
 

@@ -1,6 +1,6 @@
 """Where a training step of accel-ngp spends its time, phase by phase, with hard mining on and off.
 
-    python benchmarks/step_profile.py [--data ../shared/data/lego] [--downscale 4] [--samplers occupancy proposal]
+    python benchmarks/step_profile.py [--data data/blender/lego] [--downscale 4] [--samplers occupancy proposal]
         [--device cpu] [--warmup 300] [--steps 48] [--markdown FILE] [--json FILE] [-- ns-train flags...]
 
 For each sampler and each mining setting, builds accel-ngp as ``ns-train`` does (defaults, plus the flags

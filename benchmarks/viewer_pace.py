@@ -4,7 +4,7 @@ Starts ``ns-train <method> --vis viewer`` on a scene, then counts training steps
 progress lines over three equal windows: page closed, page open in headless Chromium (through
 Selenium, as a user's browser would hold it: connected, the camera still), page closed again.
 
-    python benchmarks/viewer_pace.py --data ../shared/data/lego --seconds 60 \
+    python benchmarks/viewer_pace.py --data data/blender/lego --seconds 60 \
         -- --pipeline.datamanager.camera-res-scale-factor 0.25
 
 Flags after ``--`` go to ns-train before the data-parser subcommand. Needs ``chromium`` and

@@ -4,7 +4,7 @@ Trains ``ns-train <method> --vis viewer`` on a scene, opens the page in headless
 waits ``--warmup`` seconds of training, ticks the panel's toggles, waits for two panel refreshes and a
 render, and saves the page as a palette PNG:
 
-    python scripts/viewer_screenshot.py --data ../shared/data/lego \
+    python scripts/viewer_screenshot.py --data data/blender/lego \
         -- --machine.device-type cpu --pipeline.datamanager.camera-res-scale-factor 0.25
 
 Flags after ``--`` go to ns-train before the data-parser subcommand.

@@ -4,7 +4,7 @@ nerfstudio's :class:`~nerfstudio.model_components.ray_generators.RayGenerator` g
 :meth:`Cameras.generate_rays`, which serves every camera model: it checks shapes, finds the camera types of the
 batch, masks each type's rays in and out of a stack, and looks at the distortion parameters, for every batch. For
 a scene whose cameras are all undistorted pinholes (synthetic scenes, undistorted captures) none of that changes
-a ray, and on a CPU it is most of the cost of a training batch (docs/benchmarks.md).
+a ray, and on a CPU it is most of the cost of a training batch (benchmarks/ray_generation.py measures both).
 :class:`PinholeRayGenerator` decides once, from the cameras, whether they are such a scene, and then computes the
 rays with nerfstudio's own arithmetic in the same order, so the rays are the same to the bit; any other scene
 goes through nerfstudio's path unchanged.

@@ -26,7 +26,7 @@ AUTO_FIRST_SAMPLES = 32
 AUTO_CANDIDATES_PER_KEPT = 4.0
 """Automatic rounds read in rounds while the last training batch marched more than this many candidates per
 kept sample: lego on CPU measured 6 at 400x400, where rounds of 32 cut the pass by about a quarter, and 2.2 at
-100x100, where they cost a little more than they save (docs/benchmarks.md)."""
+100x100, where they cost a little more than they save (docs/occupancy_sampler.md)."""
 
 STOPPED_MARGIN = 1e-3
 """A ray counts as stopped when its transmittance is under ``early_stop_eps * (1 - STOPPED_MARGIN)``: rays this

@@ -456,7 +456,7 @@ class OccupancySamplerConfig(SamplerConfig):
     rays not yet opaque (the same samples are kept, fewer densities are read); 0: every candidate in one pass;
     None (auto): on the CPU rounds of 32 while the last training batch marched more than 4 candidates per kept
     sample (lego 400x400), one pass otherwise; one pass on other devices, where the rounds are not yet measured
-    (docs/benchmarks.md). Where the pass runs fused (the ``kernel`` backends on the CPU:
+    (docs/occupancy_sampler.md). Where the pass runs fused (the ``kernel`` backends on the CPU:
     :mod:`~nerfstudio_accel.kernels.culling_numba`), each ray stops at its first hidden candidate and rounds do not
     apply."""
     update_every: int = 16

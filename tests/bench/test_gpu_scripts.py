@@ -1,12 +1,14 @@
-"""The GPU scripts parse and refuse bad use here; benchmarks/step_ops.py counts a step's operators and syncs
-on CPU, benchmarks/step_profile.py reports a step's phases, benchmarks/culling_rounds.py the culling pass's
-counts, benchmarks/culling_prefetch.py the fused kernel both ways on the same recorded calls, and benchmarks/gradient_checkpointing.py graph memory with checkpointing off and on (shapes of the
-reports, counts and memory only: never timings)."""
+"""benchmarks/gpu_report.sh parses and refuses bad use here (an unknown part, a missing scene, no GPU), each in one
+line; benchmarks/step_ops.py counts a step's operators and syncs on CPU, benchmarks/step_profile.py reports a step's
+phases, benchmarks/culling_rounds.py the culling pass's counts, benchmarks/culling_prefetch.py the fused kernel both
+ways on the same recorded calls, and benchmarks/gradient_checkpointing.py graph memory with checkpointing off and on
+(shapes of the reports, counts and memory only: never timings)."""
 
 from __future__ import annotations
 
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -14,34 +16,52 @@ import pytest
 from accel_test_helpers import run_step_benchmark
 
 REPO = Path(__file__).resolve().parents[2]
-SCRIPTS = ["benchmarks/gpu_report.sh", "benchmarks/gpu_lego.sh"]
+GPU_REPORT = "benchmarks/gpu_report.sh"
 
 
-@pytest.mark.parametrize("script", SCRIPTS)
-def test_gpu_script_parses(script):
-    done = subprocess.run(["bash", "-n", script], cwd=REPO, capture_output=True, text=True)
+def gpu_report(part: str, cwd: Path, **env: str) -> subprocess.CompletedProcess:
+    """``bash benchmarks/gpu_report.sh part`` from ``cwd`` with this interpreter's scripts first on PATH."""
+    path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
+    return subprocess.run(
+        ["bash", str(REPO / GPU_REPORT), part], cwd=cwd, capture_output=True, text=True,
+        env={**os.environ, "PATH": path, **env}, timeout=300,
+    )  # fmt: skip
+
+
+def test_gpu_report_parses():
+    done = subprocess.run(["bash", "-n", GPU_REPORT], cwd=REPO, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
 
 
-def test_gpu_report_needs_the_device_tools_out_folder():
-    env = {key: value for key, value in os.environ.items() if key != "OUT"}
-    done = subprocess.run(
-        ["bash", "benchmarks/gpu_report.sh", "checks"], cwd=REPO, capture_output=True, text=True, env=env
-    )
-    assert done.returncode != 0 and "OUT" in done.stderr
-
-
-@pytest.mark.parametrize("script", SCRIPTS)
-def test_gpu_scripts_refuse_an_unknown_part(script, tmp_path):
-    done = subprocess.run(
-        ["bash", script, "everything"],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        env={**os.environ, "OUT": str(tmp_path)},
-    )
+def test_gpu_report_refuses_an_unknown_part(tmp_path):
+    done = gpu_report("everything", tmp_path, OUT=str(tmp_path / "report"))
     assert done.returncode == 2 and "usage" in done.stderr
-    assert not any(tmp_path.iterdir())  # refused before installing anything
+    assert not any(tmp_path.iterdir())  # refused before writing anything
+
+
+def test_gpu_report_says_in_one_line_where_the_scene_is_missing(tmp_path):
+    """The default scene folder, relative to where it runs: here an empty folder, so it is missing."""
+    done = gpu_report("checks", tmp_path)
+    assert done.returncode == 1 and done.stderr.count("\n") == 1, done.stderr
+    assert "data/blender/lego" in done.stderr and "ns-download-data blender" in done.stderr
+    assert not any(tmp_path.iterdir())
+
+
+def test_gpu_report_says_in_one_line_that_it_needs_a_cuda_gpu(tiny_scene, tmp_path):
+    """No GPU visible (hidden where there is one): one line, nothing written."""
+    done = gpu_report("bench", tmp_path, DATA=str(tiny_scene), CUDA_VISIBLE_DEVICES="")
+    assert done.returncode == 1 and done.stderr.count("\n") == 1, done.stderr
+    assert done.stderr.startswith("error:") and "CUDA" in done.stderr
+    assert not any(tmp_path.iterdir())
+
+
+def test_step_benchmarks_say_in_one_line_where_the_scene_is_missing(tmp_path):
+    """Their default scene folder, relative to where they run: here an empty folder, so it is missing."""
+    done = subprocess.run(
+        [sys.executable, str(REPO / "benchmarks/step_ops.py")], cwd=tmp_path, capture_output=True, text=True
+    )
+    assert done.returncode == 1 and done.stderr.splitlines()[-1].startswith("error: scene folder data/blender/lego")
+    assert "ns-download-data blender" in done.stderr
 
 
 def test_step_ops_counts_operators_and_syncs_of_a_training_step(tiny_scene, tmp_path):

@@ -139,7 +139,7 @@ def test_marching_matches_torch_backend(levels, stratified):
     strict=True,
     reason="known difference: nerfacc skips empty cells with the step size it had on "
     "entering them, so with cone_angle > 0 its lattice depends on the grid; the torch backend keeps one "
-    "geometric lattice per ray (docs/benchmarks.md, GPU section)",
+    "geometric lattice per ray (docs/gpu.md)",
 )
 def test_cone_marching_matches_torch_backend():
     """With a cone angle, sample positions agree once the rays have crossed empty space (they do not yet)."""

@@ -1,15 +1,15 @@
 #!/bin/bash
-# Issue 38's measure (lego 400x400, 150 s) for 36d67c8 (prefetch depth 0 on the CPU) against 068a42d, and 36d67c8 with
+# A 150 s measure on lego 400x400 for 36d67c8 (prefetch depth 0 on the CPU) against 068a42d, and 36d67c8 with
 # the old depth 2, three seeds, the three arms' order rotated per seed; git archive extracts in /tmp; numba kernels of
 # the new tree compiled first in a 10 s run at --downscale 4 (not part of the results). Started from /tmp.
 cd /tmp
 B=/work/main/.venv/bin/ns-accel-bench
-PYTHONPATH=/tmp/tnew $B --data /work/shared/data/lego --methods accel-ngp --budget-seconds 10 --downscale 4 --device cpu \
+PYTHONPATH=/tmp/tnew $B --data data/lego --methods accel-ngp --budget-seconds 10 --downscale 4 --device cpu \
   --repeats 1 --eval-points 1 --out /tmp/ab64/warm_tnew > /tmp/ab64/warm_tnew.log 2>&1
 arm() {  # tree name, seed, extra methods suffix
   local tree=$1 seed=$2 name=$3 methods=$4
   head -1 /proc/stat > /tmp/ab64/${name}_s$seed.stat_before
-  PYTHONPATH=/tmp/$tree $B --data /work/shared/data/lego --methods "$methods" --budget-seconds 150 --downscale 1 \
+  PYTHONPATH=/tmp/$tree $B --data data/lego --methods "$methods" --budget-seconds 150 --downscale 1 \
     --device cpu --repeats 1 --seed $seed --eval-points 1 --out /tmp/ab64/${name}_s$seed > /tmp/ab64/${name}_s$seed.log 2>&1
   head -1 /proc/stat > /tmp/ab64/${name}_s$seed.stat_after
   echo "$(date +%T) $name $seed done" >> /tmp/ab64/progress.log

@@ -5,7 +5,7 @@
 cd /tmp
 M='accel-ngp,accel-ngp:--optimizers.fields.optimizer.betas 0.9 0.99'
 B="env PYTHONPATH=/tmp/wt_b /work/main/.venv/bin/ns-accel-bench --device cpu --repeats 1"
-LEGO=/work/shared/data/lego
+LEGO=data/lego
 # lego 100x100, 60 s: seed 42 (with a third arm, lr 2e-2), then seeds 43 and 44
 $B --data $LEGO --downscale 4 --budget-seconds 60 --eval-points 2 --seed 42 --methods "$M,accel-ngp:--optimizers.fields.optimizer.lr 2e-2" --out lego_100px_60s_s42
 for seed in 43 44; do
@@ -18,4 +18,4 @@ $B --data $LEGO --downscale 1 --budget-seconds 300 --eval-points 2 --seed 42 --m
 for seed in 43 44; do
   $B --data $LEGO --downscale 4 --budget-seconds 300 --eval-points 5 --seed $seed --methods "$M" --out lego_100px_300s_s$seed
 done
-$B --data /work/shared/data/fruit --dataparser nerfstudio-data --downscale 4 --budget-seconds 150 --eval-points 1 --seed 42 --methods "$M" --out fruit_150s_s42
+$B --data data/fruit --dataparser nerfstudio-data --downscale 4 --budget-seconds 150 --eval-points 1 --seed 42 --methods "$M" --out fruit_150s_s42

@@ -8,7 +8,7 @@ B="env PYTHONPATH=/tmp/tnew /work/main/.venv/bin/ns-accel-bench --device cpu --r
 for seed in 42 43 44; do
   if [ $seed = 43 ]; then M="$D2,$D0"; else M="$D0,$D2"; fi
   head -1 /proc/stat > stat_before_s$seed.txt
-  $B --data /work/shared/data/lego --downscale 4 --budget-seconds 60 --eval-points 2 --seed $seed --methods "$M" --out lego_100px_60s_s$seed > log_s$seed.txt 2>&1
+  $B --data data/lego --downscale 4 --budget-seconds 60 --eval-points 2 --seed $seed --methods "$M" --out lego_100px_60s_s$seed > log_s$seed.txt 2>&1
   head -1 /proc/stat > stat_after_s$seed.txt
   echo "$(date +%T) $seed done" >> progress.log
 done

@@ -6,6 +6,6 @@ M='accel-ngp,accel-ngp:--pipeline.model.occupancy.warmup-steps 128,accel-ngp:--o
 B="env PYTHONPATH=/work/main /work/main/.venv/bin/ns-accel-bench --device cpu --repeats 1"
 for seed in 42 43 44; do
   head -1 /proc/stat > stat_before_s$seed.txt
-  $B --data /work/shared/data/lego --downscale 4 --budget-seconds 60 --eval-points 2 --seed $seed --methods "$M" --out lego_100px_60s_s$seed
+  $B --data data/lego --downscale 4 --budget-seconds 60 --eval-points 2 --seed $seed --methods "$M" --out lego_100px_60s_s$seed
   head -1 /proc/stat > stat_after_s$seed.txt
 done

@@ -6,7 +6,7 @@ for seed in 42 43 44; do
   for arm in levels16 levels8; do
     if [ $arm = levels16 ]; then methods=accel-ngp; else methods='accel-ngp:--pipeline.model.num-levels=8 --pipeline.model.max-res=512'; fi
     head -1 /proc/stat > /tmp/lv3/${arm}_s$seed.stat_before
-    PYTHONPATH=/work/main /work/main/.venv/bin/ns-accel-bench --data /work/shared/data/lego --methods "$methods" \
+    PYTHONPATH=/work/main /work/main/.venv/bin/ns-accel-bench --data data/lego --methods "$methods" \
       --budget-seconds 300 --downscale 1 --device cpu --repeats 1 --seed $seed --eval-points 2 --out /tmp/lv3/${arm}_s$seed \
       > /tmp/lv3/${arm}_s$seed.log 2>&1
     head -1 /proc/stat > /tmp/lv3/${arm}_s$seed.stat_after

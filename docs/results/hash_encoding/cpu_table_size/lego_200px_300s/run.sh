@@ -4,7 +4,7 @@ cd /tmp
 for arm in t15 t17; do
   if [ $arm = t15 ]; then methods=accel-ngp; else methods=accel-ngp:--pipeline.model.log2-hashmap-size=17; fi
   head -1 /proc/stat > /tmp/tb2/$arm.stat_before
-  PYTHONPATH=/work/main /work/main/.venv/bin/ns-accel-bench --data /work/shared/data/lego --methods "$methods" \
+  PYTHONPATH=/work/main /work/main/.venv/bin/ns-accel-bench --data data/lego --methods "$methods" \
     --budget-seconds 300 --downscale 2 --device cpu --repeats 1 --seed 42 --eval-points 5 --out /tmp/tb2/$arm \
     > /tmp/tb2/$arm.log 2>&1
   head -1 /proc/stat > /tmp/tb2/$arm.stat_after

@@ -11,7 +11,7 @@ for seed in "$@"; do
   for arm in "${order[@]}"; do
     if [ $arm = t15 ]; then methods=accel-ngp; else methods="accel-ngp:--pipeline.model.log2-hashmap-size=${arm#t}"; fi
     head -1 /proc/stat > /tmp/tb6/${arm}_s$seed.stat_before
-    PYTHONPATH=/work/main /work/main/.venv/bin/ns-accel-bench --data /work/shared/data/lego --methods "$methods" \
+    PYTHONPATH=/work/main /work/main/.venv/bin/ns-accel-bench --data data/lego --methods "$methods" \
       --budget-seconds 600 --downscale 1 --device cpu --repeats 1 --seed $seed --eval-points 2 --out /tmp/tb6/${arm}_s$seed \
       > /tmp/tb6/${arm}_s$seed.log 2>&1
     head -1 /proc/stat > /tmp/tb6/${arm}_s$seed.stat_after

@@ -12,11 +12,11 @@ run() {  # name, out-dir, bench args...
   head -1 /proc/stat > $dir.stat_after
   echo "$(date +%T) $name done" >> $out/progress.log
 }
-FRUIT="--data /work/shared/data/fruit --dataparser nerfstudio-data --downscale 1 --device cpu --repeats 1 --budget-seconds 300 --eval-points 2 --seed 42"
+FRUIT="--data data/fruit --dataparser nerfstudio-data --downscale 1 --device cpu --repeats 1 --budget-seconds 300 --eval-points 2 --seed 42"
 run "fruit t15" $out/fruit_t15 $FRUIT --methods accel-ngp:--pipeline.model.log2-hashmap-size=15
 run "fruit default (t17)" $out/fruit_default $FRUIT --methods accel-ngp
-run "lego 400px default (t17) 45" $out/lego_default_s45 --data /work/shared/data/lego --device cpu --repeats 1 \
+run "lego 400px default (t17) 45" $out/lego_default_s45 --data data/lego --device cpu --repeats 1 \
   --methods accel-ngp --budget-seconds 600 --downscale 1 --seed 45 --eval-points 2
 # Added after the three above: seed 45's 2^15 arm, for a pair at the same host state (that run made 10,053 steps).
-run "lego 400px t15 45" $out/lego_t15_s45 --data /work/shared/data/lego --device cpu --repeats 1 \
+run "lego 400px t15 45" $out/lego_t15_s45 --data data/lego --device cpu --repeats 1 \
   --methods accel-ngp:--pipeline.model.log2-hashmap-size=15 --budget-seconds 600 --downscale 1 --seed 45 --eval-points 2

@@ -9,7 +9,7 @@ for s in 45 46 47; do
     tag=$([ "$m" = accel-ngp ] && echo uniform || echo guided)
     d=$OUT/fruit_${tag}_s$s
     head -1 /proc/stat > $d.stat
-    (cd /tmp && PYTHONPATH=$T $B --data /work/shared/data/fruit --dataparser nerfstudio-data --methods "$m" --budget-seconds 90 \
+    (cd /tmp && PYTHONPATH=$T $B --data data/fruit --dataparser nerfstudio-data --methods "$m" --budget-seconds 90 \
       --downscale 4 --device cpu --repeats 1 --seed $s --eval-points 1 --out $d > $d.log 2>&1)
     head -1 /proc/stat >> $d.stat
     echo "$(date +%T) fruit $tag seed $s done"

@@ -9,7 +9,7 @@ one() {  # scene tag seed budget method extra...
   local scene=$1 tag=$2 s=$3 budget=$4 m=$5; shift 5
   local d=$OUT/${scene}_${tag}_s$s
   head -1 /proc/stat > $d.stat
-  (cd /tmp && PYTHONPATH=$T $B --data /work/shared/data/$scene "$@" --methods "$m" --budget-seconds $budget --downscale 4 \
+  (cd /tmp && PYTHONPATH=$T $B --data data/$scene "$@" --methods "$m" --budget-seconds $budget --downscale 4 \
     --device cpu --repeats 1 --seed $s --eval-points 1 --out $d > $d.log 2>&1)
   head -1 /proc/stat >> $d.stat
   echo "$(date +%T) $scene $tag seed $s done"
