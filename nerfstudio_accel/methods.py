@@ -98,7 +98,7 @@ def _accel_ngp() -> MethodSpecification:
     )
     return MethodSpecification(
         config=config,
-        description="Instant-NGP on an occupancy grid; runs on CPU or GPU, nerfacc CUDA ops optional (nerfstudio-accel).",
+        description="Instant-NGP through an occupancy grid (object scenes) or proposal fields (captures), on CPU or GPU (nerfstudio-accel).",
     )
 
 

@@ -118,9 +118,13 @@ def test_development_words_finds_each_kind() -> None:
 
 
 def test_heading_anchors_and_commits_off_stamps() -> None:
-    markdown = "# Adam's second moment\n```\n# not a heading\n```\n## `--precision`: fp32 vs bf16\n## Adam's second moment\n"
+    markdown = (
+        "# Adam's second moment\n```\n# not a heading\n```\n## `--precision`: fp32 vs bf16\n## Adam's second moment\n"
+    )
     assert heading_anchors(markdown) == {"adams-second-moment", "--precision-fp32-vs-bf16", "adams-second-moment-1"}
-    prose = "made faster by 10923c4.\nMeasured at commit 10923c4.\n[raw](results/x_10923c4/results.json) 1234567 deadbeef"
+    prose = (
+        "made faster by 10923c4.\nMeasured at commit 10923c4.\n[raw](results/x_10923c4/results.json) 1234567 deadbeef"
+    )
     assert commits_off_stamps(prose) == ["10923c4"]
 
 
@@ -192,7 +196,9 @@ def cited_results() -> Set[Path]:
         if RESULTS in page.parents:
             cited.add(page)
         if page.suffix == ".md":
-            targets = (page.parent / link.partition("#")[0] for link in relative_links(page.read_text(encoding="utf-8")))
+            targets = (
+                page.parent / link.partition("#")[0] for link in relative_links(page.read_text(encoding="utf-8"))
+            )
             pending += [target.resolve() for target in targets if RESULTS in target.resolve().parents]
     return cited
 
@@ -209,4 +215,3 @@ def test_results_hold_only_cited_measurements() -> None:
 def test_readme_fits_its_budget() -> None:
     lines = (REPO / "README.md").read_text(encoding="utf-8").splitlines()
     assert len(lines) <= README_MAX_LINES, f"README.md has {len(lines)} lines; keep it to {README_MAX_LINES}"
-

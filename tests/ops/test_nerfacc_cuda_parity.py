@@ -2,8 +2,8 @@
 ops and through the occupancy sampler and renderer that hand them the backend.
 
 Needs a CUDA GPU on which nerfacc's compiled ops load; skipped otherwise (nerfacc 0.5.2 does not compile
-against CUDA 13, whose CUB lost ``cub::Equality``; on the lent H100 these ran with that one call patched
-to ``cuda::std::equal_to<>``, see ``benchmarks/gpu_lego.sh``). nerfacc accumulates the step lattice
+against CUDA 13, whose CUB lost ``cub::Equality``; with that one call patched to ``cuda::std::equal_to<>``
+these passed on a GPU, docs/gpu.md). nerfacc accumulates the step lattice
 sequentially in float32 while the twin uses its closed form, so a few rays differ by a sample at a
 cell face and ``t`` agrees to ~1e-3 rather than bit-exactly.
 """
