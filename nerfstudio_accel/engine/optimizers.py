@@ -21,7 +21,8 @@ class FusedAdamOptimizerConfig(AdamOptimizerConfig):
 
     fused: Optional[bool] = None
     betas: Tuple[float, float] = (0.9, 0.999)
-    """Adam's decay rates of the gradient's first and second moments (torch's defaults)."""
+    """Adam's decay rates of the gradient's first and second moments (torch's unless a method sets them; accel-ngp's
+    fields use 0.99 for the second, docs/trainer.md#adams-second-moment)."""
 
     def setup(self, params: Iterable[torch.nn.Parameter]) -> torch.optim.Optimizer:
         params = list(params)
