@@ -277,8 +277,8 @@ class _RunProgress:
 
 def execute(plan: Plan) -> int:
     """Run every method and repeat under a progress bar, rewriting the outputs after each run. Repeat by repeat,
-    every method runs in turn (seed ``--seed + repeat``), so a machine that speeds up or slows down over the session
-    touches every method alike. Returns 1 when a run failed, else 0."""
+    every method runs in turn (seed ``--seed + repeat``), so a machine that speeds up or slows down during the
+    benchmark touches every method alike. Returns 1 when a run failed, else 0."""
     from rich.console import Console
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 

@@ -281,7 +281,7 @@ def test_the_worker_process_starts_with_openmp_threads_waiting_passively(chosen,
 
 
 def test_repeats_run_every_method_in_turn(monkeypatch, tiny_scene: Path, tmp_path: Path):
-    """Repeat by repeat, each method once: a machine that drifts over the session touches every method alike."""
+    """Repeat by repeat, each method once: a machine that drifts during the benchmark touches every method alike."""
     requests: List[Dict] = []
     monkeypatch.setattr(cli, "run_worker", fake_worker(requests))
     out = tmp_path / "out"

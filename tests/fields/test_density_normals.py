@@ -1,4 +1,4 @@
-"""Normals from the density's gradient (issue 35, item 10): rendered outside training only, and what
+"""Normals from the density's gradient: rendered outside training only, and what
 ``ns-export pointcloud`` and ``ns-export poisson`` read with their default ``--normal-method model_output``.
 
 The export test trains one short accel-ngp run in process on the tiny scene, then runs nerfstudio's

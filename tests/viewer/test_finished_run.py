@@ -1,4 +1,4 @@
-"""ns-viewer's seam (issue 35, item 11): nerfstudio's Viewer finds each accel model's FinishedRunViewer among
+"""ns-viewer's seam: nerfstudio's Viewer finds each accel model's FinishedRunViewer among
 the pipeline's ViewerControls and sets it up; without a trainer it opens pages beside the first training
 camera and, on CPU, starts Max res at the Fast preset; with one (ns-train) it leaves both to TrainingViewer.
 The page in a real browser: tests/viewer/test_browser.py."""
