@@ -9,7 +9,7 @@ import subprocess
 import sys
 from datetime import timedelta
 from pathlib import Path
-from typing import Any, Dict, Optional
+from typing import Any, Dict, List, Optional
 
 import torch
 import torch.distributed as dist
@@ -21,6 +21,18 @@ from nerfstudio_accel.engine.trainer import AccelTrainer, AccelTrainerConfig, tr
 from nerfstudio_accel.fields.hash_grid_field import HashGridField
 from nerfstudio_accel.methods import accel_ngp
 from nerfstudio_accel.sampling.occupancy import GridUpdateOptions, MarchingOptions, OccupancySampler
+
+
+def quiet_train_flags(max_iterations: int, output_dir: Path, steps_per_save: int = 100_000) -> List[str]:
+    """ns-train flags for a test run: tensorboard instead of the viewer, no evaluation during training, a save every
+    ``steps_per_save`` steps, ``max_iterations`` steps, into ``output_dir``."""
+    never = "100000"
+    return [
+        *("--vis", "tensorboard", "--max-num-iterations", str(max_iterations)),
+        *("--steps-per-eval-image", never, "--steps-per-eval-batch", never, "--steps-per-eval-all-images", never),
+        *("--steps-per-save", str(steps_per_save), "--output-dir", str(output_dir)),
+    ]
+
 
 TRITON_INTERPRETER_ENV = {
     "TRITON_INTERPRET": "1",

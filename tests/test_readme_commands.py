@@ -30,6 +30,7 @@ from typing import List, Tuple
 import numpy as np
 import pytest
 
+from accel_test_helpers import quiet_train_flags
 from nerfstudio_accel.scenes.unbounded_scene import IMAGE_DIR, UnboundedSceneSpec, generate_unbounded_scene
 
 REPO = Path(__file__).resolve().parents[1]
@@ -212,26 +213,7 @@ def scene_for(parser: str, nerfstudio_scene: Path, tmp_path: Path) -> Path:
 
 
 def harness_flags(output_dir: Path) -> List[str]:
-    return [
-        "--vis",
-        "tensorboard",
-        "--max-num-iterations",
-        str(MAX_ITERATIONS),
-        "--steps-per-eval-image",
-        "100000",
-        "--steps-per-eval-batch",
-        "100000",
-        "--steps-per-eval-all-images",
-        "100000",
-        "--steps-per-save",
-        "100000",
-        "--output-dir",
-        str(output_dir),
-        "--experiment-name",
-        "readme",
-        "--timestamp",
-        "run",
-    ]
+    return [*quiet_train_flags(MAX_ITERATIONS, output_dir), "--experiment-name", "readme", "--timestamp", "run"]
 
 
 def runnable(argv: List[str], scene: Path, output_dir: Path) -> List[str]:

@@ -30,6 +30,9 @@ checkpoints and resume that stops at ``--max-num-iterations``.
   ``--precision``: a checkpoint without loss-scaler state starts a fresh scaler.
 - On the CPU, through numba kernels and started without an OpenMP wait policy, it says how to start with one
   (:mod:`~nerfstudio_accel.openmp_wait`).
+- Ctrl-C or SIGTERM in a one-process run finishes the step under way, saves it as a checkpoint, prints one line
+  saying how to resume and exits with the signal's status (130 for Ctrl-C); a second one stops at once
+  (:mod:`~nerfstudio_accel.engine.stop_requests`).
 """
 
 from __future__ import annotations
@@ -48,7 +51,7 @@ import numpy
 import torch
 import tyro
 from nerfstudio.configs.base_config import MachineConfig
-from nerfstudio.engine.callbacks import TrainingCallbackLocation
+from nerfstudio.engine.callbacks import TrainingCallback, TrainingCallbackLocation
 from nerfstudio.engine.trainer import Trainer, TrainerConfig
 from nerfstudio.utils import comms
 from nerfstudio.utils.decorators import check_main_thread, check_viewer_enabled
@@ -59,6 +62,13 @@ from nerfstudio_accel.data.prefetching_datamanager import AccelDataManagerConfig
 from nerfstudio_accel.encodings.hash_encoding import grow_to_fit_checkpoint
 from nerfstudio_accel.engine.event_writers import release_event_writers
 from nerfstudio_accel.engine.resume_checks import check_resumable, model_tensors
+from nerfstudio_accel.engine.stop_requests import (
+    SIGNAL_NAMES,
+    StoppedAtOnce,
+    StopRequests,
+    TrainingInterrupted,
+    exit_status,
+)
 from nerfstudio_accel.engine.warm_start import warm_start
 from nerfstudio_accel.errors import AccelError, CheckpointError, ConfigError, exit_message
 from nerfstudio_accel.openmp_wait import wait_policy_hint
@@ -341,6 +351,7 @@ class AccelTrainer(Trainer):
         """Whether an optimizer step was taken in this process: until then, with loss scaling, skipped steps with a
         finite loss calibrate the scale (said once, not per step)."""
         self.last_checkpoint: Optional[Path] = None
+        self.stop_requests = StopRequests(on_first=self._leave_pause, on_second=self._last_checkpoint_note)
         self.training_viewer: Optional[TrainingViewer] = None
         scaling = " with loss scaling" if self.use_grad_scaler else ""
         why = " (tiny-cuda-nn runs in fp16)" if self.use_grad_scaler and self.precision != "fp16" else ""
@@ -363,6 +374,9 @@ class AccelTrainer(Trainer):
         with one_line_exit():
             super().setup(test_mode)
             self._warm_start()
+        # first of all callbacks: a stop asked for during the last step ends training before this one begins
+        stop_check = TrainingCallback([TrainingCallbackLocation.BEFORE_TRAIN_ITERATION], self.stop_requests.check)
+        self.callbacks.insert(0, stop_check)
 
     def _warm_start(self) -> None:
         """``--pipeline.model.init-from``: the model starts from that run's matching tensors, unless this run
@@ -657,6 +671,39 @@ class AccelTrainer(Trainer):
         self.last_checkpoint = Path(path)
         CONSOLE.print(f"Resuming from {path} (step {state['step']})")
 
+    def _stop_with_checkpoint(self, interrupted: TrainingInterrupted) -> None:
+        """Save the last complete step (the one before ``interrupted.step``) and exit with the signal's status,
+        saying in one line where the checkpoint is and how to resume."""
+        name, done = SIGNAL_NAMES[interrupted.signum], interrupted.step - 1
+        if done >= self._start_step:
+            self.save_checkpoint(done)
+            saved = f"stopped after step {done}; saved {self.last_checkpoint}"
+        else:
+            saved = f"stopped before the first step; {self._last_checkpoint_note()}"
+        if self.last_checkpoint is not None:
+            saved += f". Resume: the same ns-train command with --load-dir {self.last_checkpoint.parent}"
+        CONSOLE.print(f"{name}: {saved}", soft_wrap=True)
+        raise SystemExit(exit_status(interrupted.signum))
+
+    def _leave_pause(self) -> None:
+        """A run paused in the viewer goes on, so that the next step's start can stop it."""
+        if self.training_state == "paused":
+            self.training_state = "training"
+
+    def _last_checkpoint_note(self) -> str:
+        """Where this run's last checkpoint is, for a message."""
+        if self.last_checkpoint is None:
+            return "no checkpoint saved"
+        return f"the last checkpoint is {self.last_checkpoint}"
+
+    def _after_train(self) -> None:
+        """nerfstudio's end of training (the final checkpoint, the summary, the viewer's wait) with nerfstudio's
+        Ctrl-C back; a stop asked for during the last step needs no more waiting for the viewer."""
+        self.stop_requests.restore()
+        if self.stop_requests.signum is not None:
+            self.config.viewer.quit_on_train_completion = True
+        super()._after_train()
+
     def _load_scaler(self, scaler_state: Dict[str, Any]) -> None:
         """The checkpoint's loss-scaler state; a run without loss scaling saved none (an empty dict), so a
         resume with fp16 starts a fresh scaler, and a resume without loss scaling ignores a saved one."""
@@ -668,15 +715,24 @@ class AccelTrainer(Trainer):
         self.grad_scaler.load_state_dict(scaler_state)
 
     def train(self) -> None:
-        """Train until ``--max-num-iterations`` steps in total, counting those before a resume."""
+        """Train until ``--max-num-iterations`` steps in total, counting those before a resume; in a one-process
+        run, Ctrl-C or SIGTERM saves the last complete step and exits with the signal's status."""
         total = self.config.max_num_iterations
         try:
             if self._start_step >= total:
                 CONSOLE.print(f"Already trained {self._start_step} of {total} steps; nothing to do.")
                 return
             self.config.max_num_iterations = total - self._start_step
-            super().train()
+            if self.world_size == 1:  # ranks would stop at different steps and wait for each other
+                self.stop_requests.install()
+            try:
+                super().train()
+            except TrainingInterrupted as interrupted:
+                self._stop_with_checkpoint(interrupted)
+        except StoppedAtOnce as stopped:
+            raise SystemExit(exit_status(stopped.signum)) from None
         finally:
+            self.stop_requests.restore()
             self.config.max_num_iterations = total
             self.pipeline.datamanager.close()  # the pipelined input sampler's producer thread
             release_event_writers()
