@@ -25,7 +25,8 @@ checkpoints and resume that stops at ``--max-num-iterations``.
 - A split scene on as many ranks as blocks (``--pipeline.spatial-blocks K --machine.num-devices K``) trains one
   block per rank: every rank seeded alike (the same rays), shared parameters' gradients summed, no viewer or
   evaluation during training, and rank 0 writing every block into one ordinary checkpoint (docs/spatial_blocks.md).
-- A resumed run (``--load-dir`` / ``--load-checkpoint``) continues at the saved step and ends at
+- A resumed run (``--load-dir`` / ``--load-checkpoint``) starts from the newest checkpoint that can be read (the
+  ones passed over are named), continues at the saved step and ends at
   ``--max-num-iterations`` in total (nerfstudio 1.1.5 would train that many more). It may change
   ``--precision``: a checkpoint without loss-scaler state starts a fresh scaler.
 - On the CPU, through numba kernels and started without an OpenMP wait policy, it says how to start with one
@@ -40,12 +41,13 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
+import pickle
 import random
 import time
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, List, Literal, Optional, Type
+from typing import Any, Dict, List, Literal, Optional, Tuple, Type
 
 import numpy
 import torch
@@ -298,6 +300,26 @@ def partial_checkpoint_dir(checkpoint_dir: Path) -> Path:
     """Where checkpoints are written before their rename into ``checkpoint_dir``: a hidden folder beside it
     (same filesystem, so the rename is atomic), outside the folder nerfstudio's tools list and parse."""
     return checkpoint_dir.parent / f".{checkpoint_dir.name}-partial"
+
+
+def newest_readable_checkpoint(candidates: List[Path]) -> Tuple[Path, Dict[str, Any]]:
+    """The first of ``candidates`` (newest first) that torch can read, with its state; each one passed over is
+    named with the reason. Raises :class:`CheckpointError` when none can be read."""
+    unreadable = []
+    for candidate in candidates:
+        try:
+            state = torch.load(candidate, map_location="cpu")
+        except (EOFError, RuntimeError, OSError, pickle.UnpicklingError) as error:
+            reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+            unreadable.append(f"{candidate.name} ({reason})")
+            continue
+        if unreadable:
+            CONSOLE.print(f"Passed over checkpoints that cannot be read: {'; '.join(unreadable)}", soft_wrap=True)
+        return candidate, state
+    raise CheckpointError(
+        f"no checkpoint in {candidates[0].parent} can be read: {'; '.join(unreadable)}; resume from another "
+        f"checkpoint or train from scratch"
+    )
 
 
 class AccelTrainer(Trainer):
@@ -628,7 +650,8 @@ class AccelTrainer(Trainer):
                     old.unlink()
 
     def _load_checkpoint(self) -> None:
-        """Resume from the newest complete checkpoint of ``--load-dir`` (or ``--load-checkpoint``)."""
+        """Resume from the newest checkpoint of ``--load-dir`` that loads (one that does not, say a file cut short
+        by a full disk, is named and passed over), or from ``--load-checkpoint``."""
         path = self.config.load_checkpoint
         if self.config.load_dir is not None and path is None:
             load_dir = Path(self.config.load_dir)
@@ -640,13 +663,14 @@ class AccelTrainer(Trainer):
                 steps = [s for s in steps if s == self.config.load_step]
             if not steps:
                 raise CheckpointError(f"no checkpoint to resume from in {load_dir}; train without --load-dir")
-            path = load_dir / f"step-{steps[-1]:09d}.ckpt"
-        if path is None:
+            path, state = newest_readable_checkpoint([load_dir / f"step-{step:09d}.ckpt" for step in reversed(steps)])
+        elif path is None:
             CONSOLE.print("No checkpoint to load: training from scratch.")
             return
-        if not Path(path).is_file():
+        elif not Path(path).is_file():
             raise CheckpointError(f"checkpoint {path} does not exist; check --load-checkpoint")
-        state = torch.load(path, map_location="cpu")
+        else:
+            path, state = newest_readable_checkpoint([Path(path)])
         if self.blocks_on_ranks:  # this rank's part of the one-process checkpoint: rank r holds block r
             state["pipeline"] = block_ranks.own_part_of_state(state["pipeline"], distributed.rank())
         grow_to_fit_checkpoint(self.pipeline.model, model_tensors(state["pipeline"]))  # a table grown in training

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -288,6 +289,37 @@ def test_resume_stops_at_max_num_iterations(tiny_scene, tmp_path):
     assert steps == [10, 11, 12, 13]
     assert resumed.config.max_num_iterations == 14
     assert (resumed.checkpoint_dir / "step-000000013.ckpt").is_file()
+
+
+@pytest.fixture(scope="module")
+def ten_step_run(tiny_scene: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The checkpoint folder of a 10-step run (its one checkpoint: step 9). Copy it to damage it."""
+    first = make_trainer(tiny_scene, tmp_path_factory.mktemp("ten_steps"), max_num_iterations=10, steps_per_save=1000)
+    first.train()
+    return first.checkpoint_dir
+
+
+@pytest.mark.parametrize("damage", ["cut short", "empty"])
+def test_resume_passes_over_a_newest_checkpoint_that_cannot_be_read(tiny_scene, tmp_path, ten_step_run, capsys, damage):
+    """A newest checkpoint cut short (a full disk) or empty: --load-dir names it and resumes from the older one."""
+    load_dir = tmp_path / "nerfstudio_models"
+    shutil.copytree(ten_step_run, load_dir)
+    data = (load_dir / "step-000000009.ckpt").read_bytes()
+    (load_dir / "step-000000012.ckpt").write_bytes(data[: len(data) // 2] if damage == "cut short" else b"")
+    resumed = make_trainer(tiny_scene, tmp_path / "b", max_num_iterations=12, steps_per_save=1000, load_dir=load_dir)
+    assert resumed._start_step == 10 and resumed.last_checkpoint == load_dir / "step-000000009.ckpt"
+    assert "Passed over checkpoints that cannot be read: step-000000012.ckpt (" in capsys.readouterr().out
+
+
+def test_resume_with_no_readable_checkpoint_stops_in_one_line(tiny_scene, tmp_path):
+    load_dir = tmp_path / "nerfstudio_models"
+    load_dir.mkdir()
+    (load_dir / "step-000000009.ckpt").write_bytes(b"")
+    with pytest.raises(SystemExit) as stopped:
+        make_trainer(tiny_scene, tmp_path / "b", max_num_iterations=12, load_dir=load_dir)
+    message = str(stopped.value.code)
+    assert message.startswith("error: no checkpoint in") and "step-000000009.ckpt" in message
+    assert "\n" not in message
 
 
 @pytest.mark.slow
