@@ -16,7 +16,7 @@ if [ "$DEVICE" = cuda ]; then ITERATIONS="${ITERATIONS:-3000}"; else ITERATIONS=
 "$VENV/bin/ns-accel-scene" "$OUT/scene" --force
 "$VENV/bin/ns-train" accel-ngp --machine.device-type "$DEVICE" --vis tensorboard \
     --max-num-iterations "$ITERATIONS" --steps-per-eval-image 100000 --steps-per-eval-batch 100000 \
-    --output-dir "$OUT" --experiment-name demo --timestamp run \
+    --output-dir "$OUT" --experiment-name demo --timestamp run --overwrite-checkpoints True \
     blender-data --data "$OUT/scene"
 "$VENV/bin/ns-eval" --load-config "$OUT/demo/accel-ngp/run/config.yml" --output-path "$OUT/eval.json"
 "$VENV/bin/python" - "$OUT/eval.json" "$DEVICE" "$ITERATIONS" <<'PY'

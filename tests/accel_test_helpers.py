@@ -34,6 +34,22 @@ def quiet_train_flags(max_iterations: int, output_dir: Path, steps_per_save: int
     ]
 
 
+def error_lines(text: str) -> List[str]:
+    return [line for line in text.splitlines() if line.lower().startswith("error")]
+
+
+def assert_one_line_error(code: int, out: str, err: str, *expected: str) -> str:
+    """Non-zero exit, no stack trace, exactly one ``error...`` line, containing every expected substring."""
+    both = out + err
+    assert code != 0, both[-3000:]
+    assert "Traceback" not in both, both[-3000:]
+    lines = error_lines(err) + error_lines(out)
+    assert len(lines) == 1, f"expected one error line, got {lines}\n{err[-3000:]}"
+    for part in expected:
+        assert part in lines[0], f"{part!r} not in {lines[0]!r}"
+    return lines[0]
+
+
 TRITON_INTERPRETER_ENV = {
     "TRITON_INTERPRET": "1",
     # NumPy 2.5 (the GPU machine's) raises where older NumPy warns; Triton 3.6's interpreter once hit it on a

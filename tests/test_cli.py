@@ -15,6 +15,7 @@ from typing import Callable, Dict, List, Sequence, Tuple
 import pytest
 from PIL import Image
 
+from accel_test_helpers import assert_one_line_error
 from nerfstudio_accel.data.scene_checks import check_blender_scene, check_nerfstudio_scene
 from nerfstudio_accel.errors import SceneDataError
 
@@ -52,22 +53,6 @@ def ns_train(run_cli, output_dir: Path, method_args: Sequence[str], parser_args:
     return run_cli(
         "ns-train", METHOD, *TRAIN_FLAGS, "--output-dir", str(output_dir), *method_args, *parser_args, timeout=timeout
     )
-
-
-def error_lines(text: str) -> List[str]:
-    return [line for line in text.splitlines() if line.lower().startswith("error")]
-
-
-def assert_one_line_error(code: int, out: str, err: str, *expected: str) -> str:
-    """Non-zero exit, no stack trace, exactly one ``error...`` line, containing every expected substring."""
-    both = out + err
-    assert code != 0, both[-3000:]
-    assert "Traceback" not in both, both[-3000:]
-    lines = error_lines(err) + error_lines(out)
-    assert len(lines) == 1, f"expected one error line, got {lines}\n{err[-3000:]}"
-    for part in expected:
-        assert part in lines[0], f"{part!r} not in {lines[0]!r}"
-    return lines[0]
 
 
 def checkpoints(output_dir: Path) -> List[Path]:

@@ -64,6 +64,7 @@ from nerfstudio_accel.data.prefetching_datamanager import AccelDataManagerConfig
 from nerfstudio_accel.encodings.hash_encoding import grow_to_fit_checkpoint
 from nerfstudio_accel.engine.event_writers import release_event_writers
 from nerfstudio_accel.engine.resume_checks import check_resumable, model_tensors
+from nerfstudio_accel.engine.run_claim import CHECKPOINT_GLOB, claim_run_folder
 from nerfstudio_accel.engine.stop_requests import (
     SIGNAL_NAMES,
     StoppedAtOnce,
@@ -83,7 +84,6 @@ from nerfstudio_accel.viewer.training_stats import TrainingStats
 from nerfstudio_accel.viewer.training_viewer import TrainingViewer
 
 Precision = Literal["auto", "fp32", "fp16", "bf16"]
-CHECKPOINT_GLOB = "step-*.ckpt"
 
 
 class TrainingStopped(SystemExit):
@@ -142,6 +142,9 @@ class AccelTrainerConfig(TrainerConfig):
     accel_panel_every: int = 10
     """With the web viewer: steps between refreshes of its Accel panel (each reads the step's metrics from
     the device); 0: no panel. Without a viewer there is no panel and no cost."""
+    overwrite_checkpoints: bool = False
+    """Train anew into a run folder that holds an earlier run's checkpoints, deleting them (without it such a
+    folder is refused; --load-dir resumes it instead)."""
 
     def resolve(self, eval_split: str = "val") -> None:
         """Resolve every ``auto`` choice (precision, the pipeline's and model's, from ``machine.device_type``
@@ -207,7 +210,14 @@ class AccelTrainerConfig(TrainerConfig):
         with one_line_exit():
             require_device(self.machine.device_type)
             self.resolve()
+            self.claim_run_folder()
         super().save_config()
+
+    def claim_run_folder(self) -> None:
+        """This process's claim on the run folder (:mod:`~nerfstudio_accel.engine.run_claim`): no other ns-train
+        trains there, and no earlier run's checkpoints are there unless this run resumes or replaces them."""
+        resumes = self.load_dir is not None or self.load_checkpoint is not None
+        claim_run_folder(self.get_base_dir(), self.get_checkpoint_dir(), resumes, self.overwrite_checkpoints)
 
 
 CPU_MIXED_PRECISION_NOTE = "Mixed precision is disabled for CPU training."
@@ -373,6 +383,9 @@ class AccelTrainer(Trainer):
         """Whether an optimizer step was taken in this process: until then, with loss scaling, skipped steps with a
         finite loss calibrate the scale (said once, not per step)."""
         self.last_checkpoint: Optional[Path] = None
+        self.own_checkpoints: List[Path] = []
+        """The checkpoints of this run in its checkpoint folder (written, or resumed from there): the only ones
+        --save-only-latest-checkpoint deletes."""
         self.stop_requests = StopRequests(on_first=self._leave_pause, on_second=self._last_checkpoint_note)
         self.training_viewer: Optional[TrainingViewer] = None
         scaling = " with loss scaling" if self.use_grad_scaler else ""
@@ -394,6 +407,8 @@ class AccelTrainer(Trainer):
         """nerfstudio's set-up; a problem the user fixes (e.g. a checkpoint that does not fit) exits with one line."""
         release_event_writers()  # an earlier run's in this process: this run's events go to this run's log only
         with one_line_exit():
+            if self.world_size == 1:  # with several ranks, ns-train's own process holds the claim
+                self.config.claim_run_folder()
             super().setup(test_mode)
             self._warm_start()
         # first of all callbacks: a stop asked for during the last step ends training before this one begins
@@ -645,9 +660,12 @@ class AccelTrainer(Trainer):
         sync_directory(self.checkpoint_dir)
         self.last_checkpoint = final
         if self.config.save_only_latest_checkpoint:
-            for old in self.checkpoint_dir.glob(CHECKPOINT_GLOB):
+            for old in self.own_checkpoints:
                 if old != final:
-                    old.unlink()
+                    old.unlink(missing_ok=True)
+            self.own_checkpoints = [final]
+        elif final not in self.own_checkpoints:
+            self.own_checkpoints.append(final)
 
     def _load_checkpoint(self) -> None:
         """Resume from the newest checkpoint of ``--load-dir`` that loads (one that does not, say a file cut short
@@ -693,6 +711,8 @@ class AccelTrainer(Trainer):
             self.optimizers.load_schedulers(state["schedulers"])
         self._load_scaler(state.get("scalers", {}))
         self.last_checkpoint = Path(path)
+        if Path(path).parent.absolute() == self.checkpoint_dir.absolute():
+            self.own_checkpoints.append(Path(path))
         CONSOLE.print(f"Resuming from {path} (step {state['step']})")
 
     def _stop_with_checkpoint(self, interrupted: TrainingInterrupted) -> None:
