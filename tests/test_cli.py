@@ -318,6 +318,15 @@ def test_ns_train_rejects_bad_scene_in_one_line(run_cli, tiny_scene: Path, tmp_p
 
 
 @pytest.mark.slow
+def test_ns_train_refuses_a_hash_table_size_out_of_range_in_one_line(run_cli, tiny_scene: Path, tmp_path: Path) -> None:
+    output_dir = tmp_path / "out"
+    code, out, err = ns_train(
+        run_cli, output_dir, ("--pipeline.model.log2-hashmap-size", "40"), ("blender-data", "--data", str(tiny_scene))
+    )
+    assert_one_line_error(code, out, err, "--pipeline.model.log2-hashmap-size 40 is out of range", "1 to 30")
+    assert not list(output_dir.rglob("config.yml"))  # refused before anything is written
+
+
 def test_ns_train_rejects_unknown_sampler_backend(run_cli, tiny_scene: Path, tmp_path: Path) -> None:
     output_dir = tmp_path / "out"
     code, out, err = ns_train(
@@ -422,6 +431,42 @@ def frame_without_pose(scene: Path) -> str:
     return str(transforms)
 
 
+def edit_json(transforms: Path, change: Callable[[dict], None]) -> str:
+    """Apply ``change`` to the json's content in place; returns the file's path as a message names it."""
+    meta = json.loads(transforms.read_text())
+    change(meta)
+    transforms.write_text(json.dumps(meta))
+    return str(transforms)
+
+
+def broken_pose(scene: Path, transforms_name: str, pose) -> str:
+    """Frame 1's transform_matrix replaced by ``pose`` (a callable of the old one); returns its file_path."""
+    transforms = scene / transforms_name
+    frames = json.loads(transforms.read_text())["frames"]
+    edit_json(transforms, lambda meta: meta["frames"][1].update(transform_matrix=pose(frames[1]["transform_matrix"])))
+    return f"frame 1 ({frames[1]['file_path']})"
+
+
+def nan_pose(matrix):
+    return [
+        [float("nan") if (row, col) == (0, 3) else value for col, value in enumerate(line)]
+        for row, line in enumerate(matrix)
+    ]
+
+
+def scaled_pose(matrix):
+    return [
+        [value * 2 if col < 3 and row < 3 else value for col, value in enumerate(line)]
+        for row, line in enumerate(matrix)
+    ]
+
+
+def grayscale_png(scene: Path) -> str:
+    path = scene / "train" / "r_3.png"
+    Image.open(path).convert("L").save(path)
+    return str(path)
+
+
 def as_nerfstudio_capture(scene: Path) -> Path:
     """Turn the Blender scene copy into a nerfstudio-format capture: transforms.json listing the train PNGs."""
     meta = json.loads((scene / "transforms_train.json").read_text())
@@ -448,6 +493,19 @@ def blender_cases() -> Dict[str, Callable[[Path], Tuple[Path, Tuple[str, ...], T
         "empty-frames": lambda s: (s, ("train",), (empty_frames(s), "lists no frames", '"frames"')),
         "invalid-json": lambda s: (s, ("train",), (invalid_json(s, "transforms_train.json"), "not valid JSON")),
         "frame-without-pose": lambda s: (s, ("train",), (frame_without_pose(s), "frame 1", "transform_matrix")),
+        "nan-pose": lambda s: (s, ("train",), (broken_pose(s, "transforms_train.json", nan_pose), "NaN")),
+        "3x3-pose": lambda s: (
+            s,
+            ("train",),
+            (broken_pose(s, "transforms_train.json", lambda m: [row[:3] for row in m[:3]]), "is 3x3", "4x4"),
+        ),
+        "scaled-pose": lambda s: (s, ("train",), (broken_pose(s, "transforms_train.json", scaled_pose), "not a rigid")),
+        "grayscale-png": lambda s: (s, ("train",), (grayscale_png(s), "1 channel(s) (L)", "4 (RGBA)", "same channels")),
+        "bad-camera-angle": lambda s: (
+            s,
+            ("train",),
+            (edit_json(s / "transforms_train.json", lambda m: m.update(camera_angle_x=-1)), "camera_angle_x is -1"),
+        ),
         "png-suffix-in-file-path": lambda s: (
             s,
             ("train",),
@@ -498,6 +556,15 @@ def nerfstudio_cases() -> Dict[str, Callable[[Path], Tuple[Path, Tuple[str, ...]
         "invalid-json": capture_with(lambda c: invalid_json(c, "transforms.json"), "not valid JSON"),
         "corrupt-png": capture_with(corrupt_png, "cannot be decoded"),
         "missing-png": capture_with(missing_image, "missing"),
+        "nan-pose": capture_with(lambda c: broken_pose(c, "transforms.json", nan_pose), "NaN"),
+        "negative-focal-length": capture_with(
+            lambda c: edit_json(c / "transforms.json", lambda m: m.update(fl_x=-100)), "fl_x is -100", "positive"
+        ),
+        "principal-point-outside": capture_with(
+            lambda c: edit_json(c / "transforms.json", lambda m: m["frames"][2].update(cx=50.0)),
+            "frame 2",
+            "cx is 50.0, outside the image (0 to w = 32)",
+        ),
     }
 
 

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Iterable, List, Optional, Sequence, Tuple, Uni
 
 from PIL import Image
 
+from nerfstudio_accel.data.camera_checks import check_camera_angle, check_intrinsic_values, check_poses
 from nerfstudio_accel.errors import SceneDataError
 
 if TYPE_CHECKING:
@@ -112,7 +113,9 @@ def _scaled_side(side: int, downscale: int, rounding: str) -> int:
 
 def _blender_train_images(data: Path) -> List[Path]:
     """The images of ``transforms_train.json``'s frames, in the json's order (the parser keeps it)."""
-    return [blender_image_path(data, frame["file_path"]) for frame in _load_frames(data / "transforms_train.json")]
+    return [
+        blender_image_path(data, frame["file_path"]) for frame in _load_blender_frames(data / "transforms_train.json")
+    ]
 
 
 def _nerfstudio_train_images(data: Path, parser) -> Optional[List[Path]]:
@@ -176,30 +179,40 @@ def _load_transforms(transforms_path: Path) -> Tuple[dict, List[dict]]:
     for index, frame in enumerate(frames):
         if not isinstance(frame, dict) or "file_path" not in frame or "transform_matrix" not in frame:
             raise SceneDataError(f'{transforms_path}: frame {index} needs "file_path" and "transform_matrix"')
+    check_poses(transforms_path, frames)
     return meta, frames
 
 
-def _load_frames(transforms_path: Path) -> List[dict]:
-    return _load_transforms(transforms_path)[1]
+def _load_blender_frames(transforms_path: Path) -> List[dict]:
+    """A Blender split's frames, its field of view checked."""
+    meta, frames = _load_transforms(transforms_path)
+    check_camera_angle(meta, transforms_path)
+    return frames
 
 
 def _check_images(paths: Iterable[Path], listed_in: Path, same_size: bool = False) -> None:
-    """Every image exists and decodes; with ``same_size``, all share the first one's size."""
+    """Every image exists and decodes with the first one's channels (RGB, RGBA, ...); with ``same_size``, all share
+    the first one's size."""
     paths = list(paths)
     missing = [p for p in paths if not p.is_file()]
     if missing:
         raise SceneDataError(f"{len(missing)} image(s) listed in {listed_in} are missing, first: {missing[0]}")
-    first_size = None
+    first_size, first_bands = None, None
     for path in paths:
         try:
             with Image.open(path) as image:
-                size = image.size
+                size, bands = image.size, image.getbands()
                 image.verify()
         except Exception as error:
             raise SceneDataError(
                 f"image {path} cannot be decoded ({type(error).__name__}: {error}); replace or remove it"
             ) from None
-        first_size = first_size or size
+        first_size, first_bands = first_size or size, first_bands or bands
+        if len(bands) != len(first_bands):
+            raise SceneDataError(
+                f"image {path} has {len(bands)} channel(s) ({''.join(bands)}) but {paths[0].name} has "
+                f"{len(first_bands)} ({''.join(first_bands)}); save every image with the same channels"
+            )
         if same_size and size != first_size:
             raise SceneDataError(
                 f"image {path} is {size[0]}x{size[1]} but {paths[0].name} is {first_size[0]}x{first_size[1]}; "
@@ -237,7 +250,7 @@ def check_blender_scene(data: Path, splits: Iterable[str] = ("train",)) -> None:
         if not transforms.is_file():
             hint = " (it has transforms.json: use nerfstudio-data)" if (data / "transforms.json").is_file() else ""
             raise SceneDataError(f"{data} has no transforms_{split}.json, which blender-data needs{hint}")
-        _check_blender_images(data, _load_frames(transforms), transforms)
+        _check_blender_images(data, _load_blender_frames(transforms), transforms)
 
 
 def check_nerfstudio_scene(data: Path, downscale_factor: Optional[int] = None) -> None:
@@ -264,6 +277,7 @@ def check_nerfstudio_scene(data: Path, downscale_factor: Optional[int] = None) -
         raise SceneDataError(f"{data} has no transforms.json; run ns-process-data on your capture first")
     meta, frames = _load_transforms(transforms)
     _check_intrinsics(meta, frames, transforms)
+    check_intrinsic_values(meta, frames, transforms)
     _check_camera_model(meta, transforms)
     data_dir = transforms.parent
     _check_images((data_dir / f["file_path"] for f in frames), transforms)

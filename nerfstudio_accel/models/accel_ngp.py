@@ -30,6 +30,7 @@ from nerfstudio_accel.fields.hash_grid_field import FieldImplementation, HashGri
 from nerfstudio_accel.geometry import pose_corrected_rays
 from nerfstudio_accel.metrics import ImageMetrics
 from nerfstudio_accel.models.base import AccelModel, AccelModelConfig
+from nerfstudio_accel.models.table_memory import check_table_fits
 from nerfstudio_accel.ops.backends import (
     HashBackend,
     check_hash_backend,
@@ -200,6 +201,7 @@ class AccelNGPModelConfig(AccelModelConfig):
                 f"Hash table: 2^{self.log2_hashmap_size} rows per level, auto for {pixels} training pixels on "
                 f"{device_type} (docs/hash_encoding.md; --pipeline.model.log2-hashmap-size to choose)"
             )
+        check_table_fits(self.num_levels, self.max_res, self.log2_hashmap_size, device_type)
         self.implementation = resolve_implementation(self.implementation, device_type)
         self._resolve_hash_backend(device_type)
         self._check_table_growth()

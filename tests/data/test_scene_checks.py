@@ -369,37 +369,23 @@ def test_train_pixels_count_the_training_split_nerfstudio_reads(tmp_path: Path, 
     assert facts.at_image_scale(0.5).images_have_alpha is facts.images_have_alpha
 
 
-@pytest.mark.parametrize("split_by", ["filenames", "fraction", "interval"])
-def test_images_have_alpha_looks_at_the_first_training_image_in_nerfstudio_order(tmp_path: Path, split_by: str):
-    """Photos of a capture given alpha one at a time: only the first training image in nerfstudio's order
-    (frames sorted by path, then ``train_filenames`` or the ``eval_mode`` split) sets the fact, and it is the
-    image nerfstudio loads first."""
+def test_one_image_with_other_channels_is_refused_and_alpha_is_read_from_all(tmp_path: Path):
+    """nerfstudio stacks the images it loads, so one RGBA photo among RGB ones ends training in a stack error: the
+    check names it in one line. A capture whose photos all have alpha has alpha, as nerfstudio reads it."""
     from nerfstudio.data.dataparsers.nerfstudio_dataparser import NerfstudioDataParserConfig
 
     scene = generate_unbounded_scene(tmp_path / "capture", CAPTURE_SPEC)
-    meta = json.loads((scene / "transforms.json").read_text())
-    meta["frames"].reverse()  # the parser sorts frames by path: the json's order does not count
     parser = NerfstudioDataParserConfig(data=scene, downscale_factor=1)
-    if split_by == "filenames":
-        meta["train_filenames"].remove("images/frame_00001.png")
-    else:
-        for split in ("train", "val", "test"):
-            del meta[f"{split}_filenames"]
-        parser.eval_mode = split_by  # interval: frame 0 is an eval frame
-    (scene / "transforms.json").write_text(json.dumps(meta))
-    first = {"filenames": "frame_00002.png", "fraction": "frame_00001.png", "interval": "frame_00002.png"}[split_by]
-
     assert check_scene(scene, parser).images_have_alpha is False
-    with_alpha = []
-    for image in sorted((scene / "images").glob("*.png")):
-        rgb = image.read_bytes()
+    images = sorted((scene / "images").glob("*.png"))
+    Image.open(images[3]).convert("RGBA").save(images[3])
+    with pytest.raises(
+        SceneDataError, match=f"{images[3].name} has 4 channel\\(s\\) \\(RGBA\\) but .* has 3 \\(RGB\\)"
+    ):
+        check_scene(scene, parser)
+    for image in images:
         Image.open(image).convert("RGBA").save(image)
-        facts = check_scene(scene, parser)
-        assert facts.images_have_alpha is nerfstudio_reads_alpha(parser)
-        if facts.images_have_alpha:
-            with_alpha.append(image.name)
-        image.write_bytes(rgb)
-    assert with_alpha == [first]
+    assert check_scene(scene, parser).images_have_alpha is nerfstudio_reads_alpha(parser) is True
 
 
 # --- what nerfstudio's parsers read besides the listed images: images_N/, masks, camera_model ------------
