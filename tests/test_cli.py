@@ -486,6 +486,11 @@ def blender_cases() -> Dict[str, Callable[[Path], Tuple[Path, Tuple[str, ...], T
     """name -> scene copy -> (folder to check, splits, substrings of the message)."""
     return {
         "missing-folder": lambda s: (s / "nope", ("train",), (str(s / "nope"), "does not exist", "--data")),
+        "json-as-data": lambda s: (
+            s / "transforms_train.json",
+            ("train",),
+            (f"--data names the file {s / 'transforms_train.json'}", f"pass --data {s}"),
+        ),
         "corrupt-png": lambda s: (s, ("train",), (corrupt_png(s), "cannot be decoded", "replace or remove")),
         "truncated-png": lambda s: (s, ("train",), (truncated_png(s), "cannot be decoded")),
         "mismatched-size": lambda s: (s, ("train",), (resized_png(s), "16x16", "resize")),

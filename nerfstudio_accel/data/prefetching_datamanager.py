@@ -29,6 +29,7 @@ import inspect
 import queue
 import threading
 import time
+import warnings
 import weakref
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, Iterator, Optional, Tuple, Type, Union
@@ -189,6 +190,17 @@ class AccelDataManagerConfig(VanillaDataManagerConfig):
             raise ConfigError(f"--pipeline.datamanager.prefetch-batches must be 0 or more, got {self.prefetch_batches}")
 
 
+@contextlib.contextmanager
+def loader_worker_count_quiet() -> Iterator[None]:
+    """Without torch's warning, printed on every run on a machine of fewer than 4 cores, that nerfstudio's image
+    loaders ask for 4 worker processes a rank: caching every image (nerfstudio's default), they never start one."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings(
+            "ignore", message="This DataLoader will create .* worker processes", category=UserWarning
+        )
+        yield
+
+
 class AccelDataManager(VanillaDataManager):
     """See the module docstring. Also records, for the trainer, the rays of the batch just handed out and
     how long the step waited for it, and gives every dataset's cameras a metadata dict (``ns-export cameras``
@@ -216,12 +228,14 @@ class AccelDataManager(VanillaDataManager):
 
     def setup_train(self) -> None:
         """nerfstudio's, with rays of undistorted pinhole cameras generated in a few ops (:mod:`.pinhole_rays`)."""
-        super().setup_train()
+        with loader_worker_count_quiet():
+            super().setup_train()
         self.train_ray_generator = PinholeRayGenerator(self.train_ray_generator.cameras)
 
     def setup_eval(self) -> None:
         """nerfstudio's, with :mod:`.pinhole_rays` as in :meth:`setup_train`."""
-        super().setup_eval()
+        with loader_worker_count_quiet():
+            super().setup_eval()
         self.eval_ray_generator = PinholeRayGenerator(self.eval_ray_generator.cameras)
 
     def _error_map(self) -> PixelErrorMap:

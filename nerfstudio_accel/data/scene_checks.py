@@ -243,6 +243,8 @@ def _check_blender_images(data: Path, frames: List[dict], transforms: Path) -> N
 def check_blender_scene(data: Path, splits: Iterable[str] = ("train",)) -> None:
     """A Blender-format folder: ``transforms_{split}.json`` with frames whose ``file_path + '.png'`` decode."""
     data = Path(data)
+    if data.is_file():
+        raise SceneDataError(f"--data names the file {data}; blender-data reads its folder: pass --data {data.parent}")
     if not data.is_dir():
         raise SceneDataError(f"scene folder {data} does not exist; pass --data <folder with transforms_train.json>")
     for split in splits:
