@@ -163,7 +163,7 @@ def test_ns_train_help_lists_accel_methods(run_cli) -> None:
     usage = squash(out)
     for method in (METHOD, "accel-nerfacto"):
         assert "{" in usage and f",{method}," in usage.replace("{", ",").replace("}", ","), method
-    assert "Instant-NGP on an occupancy grid" in usage  # our description, next to the method name
+    assert "Instant-NGP through an occupancy grid" in usage  # our description, next to the method name
 
 
 def test_ns_train_accel_ngp_help_shows_model_flags(run_cli) -> None:
