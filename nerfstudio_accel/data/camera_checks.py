@@ -30,7 +30,7 @@ def check_pose(matrix: Any, where: str) -> None:
     except (TypeError, ValueError):
         raise SceneDataError(f"{where}: transform_matrix is not a matrix of numbers; write it as 4 rows of 4") from None
     if pose.shape not in ((3, 4), (4, 4)):
-        shape = "x".join(map(str, pose.shape)) or "a single number"
+        shape = "x".join(map(str, pose.shape)) if pose.ndim == 2 else f"of shape {pose.shape}"
         raise SceneDataError(f"{where}: transform_matrix is {shape}; a camera-to-world pose is 4x4 (or 3x4)")
     if not np.isfinite(pose).all():
         raise SceneDataError(f"{where}: transform_matrix holds NaN or infinite values; fix or remove this frame")

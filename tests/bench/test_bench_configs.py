@@ -159,7 +159,10 @@ def test_scene_checks_become_one_line_bench_errors(tmp_path: Path):
         check_data(folder, "colmap")
     capture = tmp_path / "capture"
     capture.mkdir()
-    (capture / "transforms.json").write_text(json.dumps({"frames": [{"file_path": "a.png", "transform_matrix": []}]}))
+    identity = [[1.0 if row == col else 0.0 for col in range(4)] for row in range(4)]
+    (capture / "transforms.json").write_text(
+        json.dumps({"frames": [{"file_path": "a.png", "transform_matrix": identity}]})
+    )
     with pytest.raises(BenchError, match="no camera intrinsics fl_x, fl_y, cx, cy, w, h"):
         check_data(capture, "nerfstudio-data")
 
