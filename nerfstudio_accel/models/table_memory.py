@@ -19,7 +19,10 @@ def machine_memory_bytes(device_type: str) -> Optional[int]:
     """The memory of ``device_type`` here: the GPU's for ``cuda``, the machine's physical memory for ``cpu``; None
     where it is not known (another device, or Windows)."""
     if device_type == "cuda" and torch.cuda.is_available():
-        return torch.cuda.get_device_properties(torch.cuda.current_device()).total_memory
+        try:
+            return torch.cuda.get_device_properties(torch.cuda.current_device()).total_memory
+        except RuntimeError:  # a driver that cannot answer: the memory is not known
+            return None
     if device_type == "cpu" and os.name == "posix":  # sysconf: Linux, macOS
         try:
             return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
