@@ -21,7 +21,7 @@ def machine_memory_bytes(device_type: str) -> Optional[int]:
     if device_type == "cuda" and torch.cuda.is_available():
         try:
             return torch.cuda.get_device_properties(torch.cuda.current_device()).total_memory
-        except RuntimeError:  # a driver that cannot answer: the memory is not known
+        except (RuntimeError, AssertionError):  # no driver, or a torch built without CUDA: not known
             return None
     if device_type == "cpu" and os.name == "posix":  # sysconf: Linux, macOS
         try:
