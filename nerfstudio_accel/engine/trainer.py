@@ -713,7 +713,7 @@ class AccelTrainer(Trainer):
         self.last_checkpoint = Path(path)
         if Path(path).parent.absolute() == self.checkpoint_dir.absolute():
             self.own_checkpoints.append(Path(path))
-        CONSOLE.print(f"Resuming from {path} (step {state['step']})")
+        CONSOLE.print(f"Resuming from {path} (step {state['step']})", soft_wrap=True)  # a path to copy: unwrapped
 
     def _stop_with_checkpoint(self, interrupted: TrainingInterrupted) -> None:
         """Save the last complete step (the one before ``interrupted.step``) and exit with the signal's status,
